@@ -1,0 +1,325 @@
+#include "ir/ir.h"
+
+#include <cmath>
+#include <limits>
+
+#include "support/error.h"
+
+namespace pipecut::ir {
+
+namespace {
+const DTypeInfo kDTypes[] = {
+    {1, "BYTE", "uint8", 1, "U8"},
+    {2, "CHAR", "int8", 1, "I8"},
+    {3, "SHORT", "int16", 2, "I16"},
+    {4, "INT", "int32", 4, "I32"},
+    {5, "LONG", "int64", 8, "I64"},
+    {6, "HALF", "float16", 2, "F16"},
+    {7, "FLOAT", "float32", 4, "F32"},
+    {8, "DOUBLE", "float64", 8, "F64"},
+    {9, "COMPLEXHALF", "complex32", 4, ""},
+    {10, "COMPLEXFLOAT", "complex64", 8, "C64"},
+    {11, "COMPLEXDOUBLE", "complex128", 16, ""},
+    {12, "BOOL", "bool", 1, "BOOL"},
+    {13, "BFLOAT16", "bfloat16", 2, "BF16"},
+    {28, "UINT16", "uint16", 2, "U16"},
+    {29, "FLOAT8E4M3FN", "float8_e4m3fn", 1, "F8_E4M3"},
+    {30, "FLOAT8E5M2", "float8_e5m2", 1, "F8_E5M2"},
+    {31, "FLOAT8E4M3FNUZ", "float8_e4m3fnuz", 1, ""},
+    {32, "FLOAT8E5M2FNUZ", "float8_e5m2fnuz", 1, ""},
+    {33, "FLOAT8E8M0FNU", "float8_e8m0fnu", 1, ""},
+    {34, "UINT32", "uint32", 4, "U32"},
+    {35, "UINT64", "uint64", 8, "U64"},
+};
+
+struct TagName { ArgTag tag; const char* key; bool refs; };
+const TagName kTags[] = {
+    {ArgTag::None, "as_none", false},
+    {ArgTag::Tensor, "as_tensor", true},
+    {ArgTag::Tensors, "as_tensors", true},
+    {ArgTag::Int, "as_int", false},
+    {ArgTag::Ints, "as_ints", false},
+    {ArgTag::Float, "as_float", false},
+    {ArgTag::Floats, "as_floats", false},
+    {ArgTag::String, "as_string", false},
+    {ArgTag::Strings, "as_strings", false},
+    {ArgTag::SymInt, "as_sym_int", true},
+    {ArgTag::SymInts, "as_sym_ints", true},
+    {ArgTag::ScalarType, "as_scalar_type", false},
+    {ArgTag::MemoryFormat, "as_memory_format", false},
+    {ArgTag::Layout, "as_layout", false},
+    {ArgTag::Device, "as_device", false},
+    {ArgTag::Bool, "as_bool", false},
+    {ArgTag::Bools, "as_bools", false},
+    {ArgTag::SymBool, "as_sym_bool", true},
+    {ArgTag::SymBools, "as_sym_bools", true},
+    {ArgTag::OptionalTensors, "as_optional_tensors", true},
+    {ArgTag::Graph, "as_graph", false},
+    {ArgTag::CustomObj, "as_custom_obj", true},
+    {ArgTag::Operator, "as_operator", false},
+    {ArgTag::SymFloat, "as_sym_float", true},
+    {ArgTag::SymFloats, "as_sym_floats", true},
+    {ArgTag::OptionalTensor, "as_optional_tensor", true},
+    {ArgTag::Complex, "as_complex", false},
+    {ArgTag::NestedTensors, "as_nested_tensors", true},
+    {ArgTag::IntLists, "as_int_lists", false},
+    {ArgTag::StringToArgument, "as_string_to_argument", false},
+    {ArgTag::FloatLists, "as_float_lists", false},
+};
+}  // namespace
+
+const DTypeInfo* dtypeInfo(int code) {
+  for (const auto& d : kDTypes) if (d.code == code) return &d;
+  return nullptr;
+}
+
+const DTypeInfo* dtypeFromTorchName(std::string_view name) {
+  for (const auto& d : kDTypes) if (name == d.torchName) return &d;
+  return nullptr;
+}
+
+const char* argTagKey(ArgTag t) { return kTags[static_cast<int>(t)].key; }
+bool argTagHasRefs(ArgTag t) { return kTags[static_cast<int>(t)].refs; }
+std::optional<ArgTag> argTagFromKey(std::string_view key) {
+  for (const auto& t : kTags) if (key == t.key) return t.tag;
+  return std::nullopt;
+}
+
+const char* valueKindName(ValueKind k) {
+  switch (k) {
+    case ValueKind::Tensor: return "tensor";
+    case ValueKind::SymInt: return "SymInt";
+    case ValueKind::SymBool: return "SymBool";
+    case ValueKind::SymFloat: return "SymFloat";
+    case ValueKind::CustomObj: return "custom object";
+  }
+  return "?";
+}
+
+// Turns sympy's srepr ("Add(Symbol('s0', integer=True), Integer(1))") into
+// something a person reads ("Add(s0, 1)"); a bare symbol becomes its name.
+std::string SymInt::str() const {
+  if (!isExpr) return std::to_string(value);
+  std::string out;
+  size_t i = 0;
+  auto skipCall = [&](size_t open) {  // index just past the matching ')'
+    int depth = 0;
+    for (size_t j = open; j < expr.size(); ++j) {
+      if (expr[j] == '(') ++depth;
+      else if (expr[j] == ')' && --depth == 0) return j + 1;
+    }
+    return expr.size();
+  };
+  while (i < expr.size()) {
+    if (expr.compare(i, 8, "Symbol('") == 0) {
+      size_t q = expr.find('\'', i + 8);
+      if (q == std::string::npos) break;
+      out += expr.substr(i + 8, q - i - 8);
+      i = skipCall(i + 6);
+    } else if (expr.compare(i, 8, "Integer(") == 0) {
+      size_t close = expr.find(')', i);
+      out += expr.substr(i + 8, close - i - 8);
+      i = close + 1;
+    } else {
+      out += expr[i++];
+    }
+  }
+  return out;
+}
+
+bool TensorMeta::isStatic() const {
+  for (const auto& s : sizes) if (s.isExpr) return false;
+  return true;
+}
+
+std::optional<int64_t> TensorMeta::numel() const {
+  int64_t n = 1;
+  for (const auto& s : sizes) {
+    if (s.isExpr) return std::nullopt;
+    n *= s.value;
+  }
+  return n;
+}
+
+std::string TensorMeta::shapeStr() const {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) s += ", ";
+    s += sizes[i].str();
+  }
+  return s + "]";
+}
+
+Argument Argument::tensor(Value* v) {
+  Argument a;
+  a.tag = ArgTag::Tensor;
+  a.refs.push_back(Ref{v, nullptr});
+  return a;
+}
+
+bool Argument::isList() const {
+  switch (tag) {
+    case ArgTag::Tensors: case ArgTag::SymInts: case ArgTag::SymBools: case ArgTag::SymFloats:
+    case ArgTag::OptionalTensors: case ArgTag::NestedTensors:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t Argument::asInt() const {
+  if (!literal.is_number_integer()) internalError(argTagKey(tag), "argument is not an integer");
+  return literal.get<int64_t>();
+}
+
+double Argument::asFloat() const {
+  if (literal.is_number()) return literal.get<double>();
+  if (literal.is_string()) {
+    const auto& s = literal.get_ref<const std::string&>();
+    if (s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  }
+  internalError(argTagKey(tag), "argument is not a float");
+}
+
+bool Argument::asBool() const {
+  if (!literal.is_boolean()) internalError(argTagKey(tag), "argument is not a bool");
+  return literal.get<bool>();
+}
+
+const std::string& Argument::asString() const {
+  if (!literal.is_string()) internalError(argTagKey(tag), "argument is not a string");
+  return literal.get_ref<const std::string&>();
+}
+
+std::string Node::opName() const {
+  constexpr std::string_view prefix = "torch.ops.";
+  if (target.rfind(prefix, 0) == 0) return target.substr(prefix.size());
+  return target;
+}
+
+std::string Node::label() const {
+  if (name && !name->empty()) return *name;
+  for (const auto& out : outputs)
+    for (const auto& r : out.refs)
+      if (r.value) return r.value->name;
+  return target;
+}
+
+const std::string& Node::modulePath() const {
+  static const std::string kEmpty;
+  return moduleStack.empty() ? kEmpty : moduleStack.back().path;
+}
+
+std::vector<Graph*> Node::subgraphs() const {
+  std::vector<Graph*> out;
+  for (const auto& in : inputs)
+    if (in.arg.tag == ArgTag::Graph && in.arg.graph) out.push_back(in.arg.graph.get());
+  return out;
+}
+
+Value* Graph::find(std::string_view name) const {
+  auto it = byName_.find(std::string(name));
+  return it == byName_.end() ? nullptr : it->second;
+}
+
+Value* Graph::define(const std::string& name, ValueKind kind, Node* producer) {
+  if (byName_.count(name)) return nullptr;
+  auto v = std::make_unique<Value>();
+  v->name = name;
+  v->kind = kind;
+  v->producer = producer;
+  Value* raw = v.get();
+  values.push_back(std::move(v));
+  byName_.emplace(name, raw);
+  return raw;
+}
+
+void Graph::pruneValues() {
+  std::unordered_map<const Value*, bool> live;
+  for (const auto& in : inputs) in.forEachValue([&](Value* v) { live[v] = true; });
+  for (const auto& n : nodes) n->forEachOutputValue([&](Value* v) { live[v] = true; });
+  std::vector<std::unique_ptr<Value>> kept;
+  for (auto& v : values) {
+    if (live.count(v.get())) kept.push_back(std::move(v));
+    else byName_.erase(v->name);
+  }
+  values = std::move(kept);
+}
+
+size_t Graph::nodeCountRecursive() const {
+  size_t n = nodes.size();
+  for (const auto& node : nodes)
+    for (Graph* g : node->subgraphs()) n += g->nodeCountRecursive();
+  return n;
+}
+
+const char* inputKindKey(InputKind k) {
+  switch (k) {
+    case InputKind::UserInput: return "user_input";
+    case InputKind::Parameter: return "parameter";
+    case InputKind::Buffer: return "buffer";
+    case InputKind::TensorConstant: return "tensor_constant";
+    case InputKind::CustomObj: return "custom_obj";
+    case InputKind::ConstantInput: return "constant_input";
+    case InputKind::Token: return "token";
+  }
+  return "?";
+}
+
+const char* outputKindKey(OutputKind k) {
+  switch (k) {
+    case OutputKind::UserOutput: return "user_output";
+    case OutputKind::LossOutput: return "loss_output";
+    case OutputKind::BufferMutation: return "buffer_mutation";
+    case OutputKind::GradientToParameter: return "gradient_to_parameter";
+    case OutputKind::GradientToUserInput: return "gradient_to_user_input";
+    case OutputKind::UserInputMutation: return "user_input_mutation";
+    case OutputKind::Token: return "token";
+    case OutputKind::ParameterMutation: return "parameter_mutation";
+  }
+  return "?";
+}
+
+std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text) {
+  std::vector<ModuleFrame> frames;
+  if (text.empty()) return frames;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(';', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    std::vector<std::string> parts;
+    if (!item.empty() && item.front() == '[') {
+      // The JSON-array spelling proposed upstream: ["key", "path", "type"].
+      Json j = Json::parse(item, nullptr, false);
+      if (j.is_discarded() || !j.is_array()) return std::nullopt;
+      for (const auto& p : j) {
+        if (!p.is_string()) return std::nullopt;
+        parts.push_back(p.get<std::string>());
+      }
+    } else {
+      int depth = 0;
+      std::string cur;
+      for (char c : item) {
+        if (c == '(' || c == '[') ++depth;
+        if (c == ')' || c == ']') --depth;
+        if (c == ',' && depth == 0) {
+          parts.push_back(cur);
+          cur.clear();
+        } else {
+          cur += c;
+        }
+      }
+      parts.push_back(cur);
+    }
+    if (parts.size() != 3) return std::nullopt;
+    frames.push_back(ModuleFrame{parts[0], parts[1], parts[2]});
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return frames;
+}
+
+}  // namespace pipecut::ir

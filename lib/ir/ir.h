@@ -1,0 +1,228 @@
+#pragma once
+// pipecut's graph IR: a direct, typed mirror of torch.export's serialized
+// ExportedProgram (schema major 8), with use-def links instead of names.
+//
+// Values are owned by the Graph that defines them; arguments point at them.
+// Nested graphs of higher-order ops (wrap_with_set_grad_enabled, cond, ...)
+// are separate scopes, exactly as in the schema: a body sees only its own
+// inputs. Literal payloads that pipecut never rewrites (ints, floats, devices,
+// ...) are kept as their schema JSON so that writing a graph back reproduces
+// them exactly.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pipecut::ir {
+
+using Json = nlohmann::json;
+
+// ---- Dtypes (schema numbering, not c10's) --------------------------------
+struct DTypeInfo {
+  int code;               // schema ScalarType value
+  const char* schemaName; // "FLOAT"
+  const char* torchName;  // "float32"
+  int itemSize;           // bytes per element
+  const char* safetensors;// "F32" ("" when safetensors has no code)
+};
+const DTypeInfo* dtypeInfo(int schemaCode);       // nullptr if unknown
+const DTypeInfo* dtypeFromTorchName(std::string_view torchName);
+
+// ---- Symbolic ints and tensor metadata -----------------------------------
+struct SymInt {
+  bool isExpr = false;
+  int64_t value = 0;     // when !isExpr
+  std::string expr;      // sympy srepr, when isExpr
+  Json hint;             // SymExprHint or null, verbatim
+  std::string str() const;  // "4", or the short symbol name ("s77") for an expression
+};
+
+struct Device {
+  std::string type = "cpu";
+  std::optional<int64_t> index;
+};
+
+struct TensorMeta {
+  int dtype = 0;
+  std::vector<SymInt> sizes;
+  bool requiresGrad = false;
+  Device device;
+  std::vector<SymInt> strides;
+  SymInt storageOffset;
+  int layout = 7;
+  bool isStatic() const;
+  std::optional<int64_t> numel() const;   // nullopt if a size is symbolic
+  std::string shapeStr() const;           // "[2, s77, 64]"
+};
+
+// ---- Values, arguments, nodes, graphs -------------------------------------
+struct Node;
+struct Graph;
+
+enum class ValueKind { Tensor, SymInt, SymBool, SymFloat, CustomObj };
+const char* valueKindName(ValueKind);
+
+struct Value {
+  std::string name;
+  ValueKind kind = ValueKind::Tensor;
+  Node* producer = nullptr;          // nullptr: a graph input
+  std::optional<TensorMeta> meta;    // tensors with a tensor_values entry
+  Json symMeta;                      // sym_*_values / custom_obj_values entry, verbatim
+};
+
+// Argument variants, in the schema's declaration order.
+enum class ArgTag {
+  None, Tensor, Tensors, Int, Ints, Float, Floats, String, Strings, SymInt, SymInts,
+  ScalarType, MemoryFormat, Layout, Device, Bool, Bools, SymBool, SymBools,
+  OptionalTensors, Graph, CustomObj, Operator, SymFloat, SymFloats, OptionalTensor,
+  Complex, NestedTensors, IntLists, StringToArgument, FloatLists,
+};
+const char* argTagKey(ArgTag);                        // "as_tensor"
+std::optional<ArgTag> argTagFromKey(std::string_view);
+bool argTagHasRefs(ArgTag);                           // may point at Values
+
+// One element of a reference-bearing argument: a Value, or a literal element
+// such as {"as_int": 3} in a mixed SymInt list or {"as_none": true} in an
+// optional-tensor list.
+struct Ref {
+  Value* value = nullptr;
+  Json literal;
+};
+
+struct Argument {
+  ArgTag tag = ArgTag::None;
+  Json literal;                      // payload of literal-only variants, verbatim
+  std::vector<Ref> refs;             // reference-bearing variants (1 entry for scalars)
+  std::vector<size_t> nesting;       // NestedTensors: lengths of the inner lists
+  std::string name;                  // Graph: attribute name; CustomObj: class_fqn
+  std::shared_ptr<Graph> graph;      // Graph
+  std::vector<std::pair<std::string, Argument>> entries;  // StringToArgument
+
+  static Argument tensor(Value* v);
+  bool isValue() const { return refs.size() == 1 && refs[0].value && !isList(); }
+  bool isList() const;
+  Value* value() const { return refs.empty() ? nullptr : refs[0].value; }
+
+  int64_t asInt() const;
+  double asFloat() const;           // accepts "Infinity", "-Infinity", "NaN"
+  bool asBool() const;
+  const std::string& asString() const;
+
+  // Visits every Value this argument points at (not into nested graphs).
+  template <class F> void forEachValue(F&& f) const {
+    for (const Ref& r : refs) if (r.value) f(r.value);
+    for (const auto& [k, a] : entries) a.forEachValue(f);
+  }
+  template <class F> void forEachRef(F&& f) {
+    for (Ref& r : refs) f(r);
+    for (auto& [k, a] : entries) a.forEachRef(f);
+  }
+};
+
+struct NamedArgument {
+  std::string name;
+  Argument arg;
+  std::optional<int64_t> kind;       // ArgumentKind: 1 positional, 2 keyword
+};
+
+struct ModuleFrame {
+  std::string key;   // call-site identifier, e.g. "L__self___layers_0"
+  std::string path;  // module FQN, e.g. "layers.0" ("" for the root)
+  std::string type;  // qualified class name
+};
+
+struct Node {
+  std::string target;                // "torch.ops.aten.add.Tensor"
+  std::vector<NamedArgument> inputs;
+  std::vector<Argument> outputs;
+  std::map<std::string, std::string> metadata;
+  std::optional<bool> isHopSingleTensorReturn;
+  std::optional<std::string> name;
+  std::vector<ModuleFrame> moduleStack;  // parsed nn_module_stack, outermost first
+
+  bool isHigherOrder() const { return target.rfind("torch.ops.higher_order.", 0) == 0; }
+  std::string opName() const;        // target without the "torch.ops." prefix
+  std::string label() const;         // name, else first output's name, else target
+  const std::string& modulePath() const;  // innermost module FQN ("" when none)
+  template <class F> void forEachInputValue(F&& f) const {
+    for (const auto& in : inputs) in.arg.forEachValue(f);
+  }
+  template <class F> void forEachOutputValue(F&& f) const {
+    for (const auto& out : outputs) out.forEachValue(f);
+  }
+  std::vector<Graph*> subgraphs() const;
+};
+
+struct Graph {
+  std::vector<Argument> inputs;      // one per placeholder
+  std::vector<Argument> outputs;
+  std::vector<std::unique_ptr<Node>> nodes;
+  std::vector<std::unique_ptr<Value>> values;
+  bool isSingleTensorReturn = false;
+
+  Value* find(std::string_view name) const;
+  Value* define(const std::string& name, ValueKind kind, Node* producer);  // nullptr if taken
+  // Drops Values no longer defined by an input or a node (after passes remove nodes).
+  void pruneValues();
+  size_t nodeCountRecursive() const;
+
+ private:
+  std::unordered_map<std::string, Value*> byName_;
+};
+
+// ---- Signature and program -------------------------------------------------
+enum class InputKind { UserInput, Parameter, Buffer, TensorConstant, CustomObj, ConstantInput, Token };
+enum class OutputKind {
+  UserOutput, LossOutput, BufferMutation, GradientToParameter, GradientToUserInput,
+  UserInputMutation, Token, ParameterMutation,
+};
+const char* inputKindKey(InputKind);    // "user_input", "parameter", ...
+const char* outputKindKey(OutputKind);
+
+struct InputSpec {
+  InputKind kind = InputKind::UserInput;
+  Argument arg;                      // the placeholder (not used by ConstantInput)
+  std::string target;                // parameter/buffer/constant/custom-obj FQN, or constant_input name
+  std::optional<bool> persistent;    // Buffer
+  Json constantValue;                // ConstantInput
+};
+
+struct OutputSpec {
+  OutputKind kind = OutputKind::UserOutput;
+  Argument arg;
+  std::string target;                // mutated buffer/parameter/user input name
+};
+
+struct ModuleCallEntry {
+  std::string fqn;
+  Json signature;                    // verbatim (pytree spec strings untouched), or null
+};
+
+struct Program {
+  Graph graph;
+  std::vector<InputSpec> inputSpecs;
+  std::vector<OutputSpec> outputSpecs;
+  std::vector<ModuleCallEntry> moduleCallGraph;
+  Json graphModuleMetadata = Json::object();
+  Json treespecNamedtupleFields = Json::object();
+  Json opsetVersion = Json::object();
+  Json rangeConstraints = Json::object();
+  Json verifiers = Json::array();
+  Json guardsCode = Json::array();
+  int schemaMajor = 8;
+  int schemaMinor = 0;
+  std::string torchVersion;
+};
+
+// nn_module_stack: "key,path,type;key,path,type", split on ',' only at bracket
+// depth 0 (paths like "slice(1, None, None)" contain commas); an entry that is a
+// JSON array is accepted too. Returns nullopt when malformed.
+std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text);
+
+}  // namespace pipecut::ir

@@ -1,0 +1,91 @@
+#include "ir/module_tree.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace pipecut::ir {
+
+std::string parentPath(const std::string& path) {
+  size_t dot = path.rfind('.');
+  return dot == std::string::npos ? std::string() : path.substr(0, dot);
+}
+
+ModuleInfo& ModuleTree::ensure(const std::string& path) {
+  auto it = modules_.find(path);
+  if (it != modules_.end()) return it->second;
+  if (!path.empty()) {
+    ModuleInfo& parent = ensure(parentPath(path));
+    parent.children.push_back(path);
+  }
+  ModuleInfo& m = modules_[path];
+  m.path = path;
+  return m;
+}
+
+ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors) {
+  ModuleTree t;
+  t.ensure("");
+  std::function<void(const Graph&)> walk = [&](const Graph& g) {
+    for (const auto& n : g.nodes) {
+      for (const auto& f : n->moduleStack) {
+        ModuleInfo& m = t.ensure(f.path);
+        if (m.type.empty()) m.type = f.type;
+      }
+      t.ensure(n->modulePath()).ownNodes++;
+      for (const Graph* sub : n->subgraphs()) walk(*sub);
+    }
+  };
+  walk(p.graph);
+  for (const auto& [fqn, bytes] : tensors) t.ensure(parentPath(fqn)).ownParamBytes += bytes;
+
+  std::function<void(ModuleInfo&)> total = [&](ModuleInfo& m) {
+    m.totalNodes = m.ownNodes;
+    m.totalParamBytes = m.ownParamBytes;
+    for (const auto& c : m.children) {
+      ModuleInfo& child = t.modules_.at(c);
+      total(child);
+      m.totalNodes += child.totalNodes;
+      m.totalParamBytes += child.totalParamBytes;
+    }
+  };
+  total(t.modules_.at(""));
+  return t;
+}
+
+const ModuleInfo* ModuleTree::find(const std::string& path) const {
+  auto it = modules_.find(path);
+  return it == modules_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::pair<const ModuleInfo*, int>> ModuleTree::preorder() const {
+  std::vector<std::pair<const ModuleInfo*, int>> out;
+  std::function<void(const ModuleInfo&, int)> rec = [&](const ModuleInfo& m, int depth) {
+    out.emplace_back(&m, depth);
+    for (const auto& c : m.children) rec(modules_.at(c), depth + 1);
+  };
+  rec(root(), 0);
+  return out;
+}
+
+std::vector<std::string> ModuleTree::closest(const std::string& name, size_t n) const {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      std::swap(prev, cur);
+    }
+    return prev[b.size()];
+  };
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& [path, m] : modules_)
+    if (!path.empty()) scored.emplace_back(distance(name, path), path);
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+}  // namespace pipecut::ir

@@ -1,0 +1,44 @@
+#pragma once
+// The module hierarchy recovered from nodes' nn_module_stack and the
+// parameter FQNs: per module, node counts and parameter bytes.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace pipecut::ir {
+
+struct ModuleInfo {
+  std::string path;              // "" for the root
+  std::string type;              // class name, when a node names it
+  size_t ownNodes = 0;           // nodes whose innermost module is this one
+  size_t totalNodes = 0;         // including submodules
+  uint64_t ownParamBytes = 0;    // parameters and buffers registered directly here
+  uint64_t totalParamBytes = 0;
+  std::vector<std::string> children;  // in first-seen order
+};
+
+class ModuleTree {
+ public:
+  // `tensors`: (FQN, bytes) of every parameter and buffer.
+  static ModuleTree build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors);
+
+  const ModuleInfo* find(const std::string& path) const;
+  const ModuleInfo& root() const { return modules_.at(""); }
+  const std::map<std::string, ModuleInfo>& modules() const { return modules_; }
+  // Preorder walk: (module, depth).
+  std::vector<std::pair<const ModuleInfo*, int>> preorder() const;
+  // Up to `n` existing module paths closest to `name` (edit distance), for "did you mean".
+  std::vector<std::string> closest(const std::string& name, size_t n = 3) const;
+
+ private:
+  ModuleInfo& ensure(const std::string& path);
+  std::map<std::string, ModuleInfo> modules_;
+};
+
+// "a.b.c" -> "a.b"; "a" -> ""
+std::string parentPath(const std::string& path);
+
+}  // namespace pipecut::ir

@@ -1,0 +1,98 @@
+#include "ir/verifier.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "support/error.h"
+
+namespace pipecut::ir {
+
+namespace {
+
+std::string describe(const Node& n) { return "node '" + n.label() + "' (" + n.opName() + ")"; }
+
+}  // namespace
+
+void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& opt) {
+  std::unordered_set<const Value*> owned;
+  for (const auto& v : g.values) owned.insert(v.get());
+  std::unordered_map<const Value*, size_t> definedAt;  // 0 = graph input, i+1 = node i
+  std::unordered_map<const Value*, const Node*> producerOf;
+
+  auto checkOwned = [&](const Value* v, const std::string& who) {
+    if (!owned.count(v))
+      invalidInput(where, who + " refers to value '" + v->name + "' of another graph scope");
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    g.inputs[i].forEachValue([&](Value* v) {
+      checkOwned(v, "input " + std::to_string(i));
+      if (v->producer) invalidInput(where, "placeholder '" + v->name + "' claims a producer node");
+      if (!definedAt.emplace(v, 0).second) invalidInput(where, "value '" + v->name + "' is defined twice");
+    });
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = *g.nodes[i];
+    n.forEachOutputValue([&](Value* v) {
+      checkOwned(v, describe(n));
+      if (v->producer != &n) invalidInput(where, describe(n) + " outputs value '" + v->name + "' produced elsewhere");
+      if (!definedAt.emplace(v, i + 1).second)
+        invalidInput(where, describe(n) + " redefines value '" + v->name + "'");
+      producerOf[v] = &n;
+    });
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = *g.nodes[i];
+    n.forEachInputValue([&](Value* v) {
+      checkOwned(v, describe(n));
+      auto it = definedAt.find(v);
+      if (it == definedAt.end()) invalidInput(where, describe(n) + " uses value '" + v->name + "', which nothing defines");
+      if (opt.requireTopologicalOrder && it->second > i)
+        invalidInput(where, describe(n) + " uses value '" + v->name + "' before its definition by " +
+                                describe(*producerOf[v]));
+      if (it->second == i + 1) invalidInput(where, describe(n) + " uses its own output '" + v->name + "'");
+    });
+    size_t k = 0;
+    for (const Graph* sub : n.subgraphs())
+      verifyGraph(*sub, where + ": " + describe(n) + ": subgraph " + std::to_string(k++), opt);
+  }
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    g.outputs[i].forEachValue([&](Value* v) {
+      checkOwned(v, "output " + std::to_string(i));
+      if (!definedAt.count(v)) invalidInput(where, "output " + std::to_string(i) + " is undefined value '" + v->name + "'");
+    });
+  }
+}
+
+void verify(const Program& p, const VerifyOptions& opt) {
+  const Graph& g = p.graph;
+  verifyGraph(g, "graph", opt);
+
+  if (p.inputSpecs.size() != g.inputs.size())
+    invalidInput("signature", std::to_string(p.inputSpecs.size()) + " input specs for " +
+                                  std::to_string(g.inputs.size()) + " placeholders");
+  for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
+    const InputSpec& s = p.inputSpecs[i];
+    const Argument& placeholder = g.inputs[i];
+    Value* expected = s.kind == InputKind::ConstantInput ? nullptr : s.arg.value();
+    Value* actual = placeholder.isValue() ? placeholder.value() : nullptr;
+    if (expected != actual)
+      invalidInput("signature.input_specs[" + std::to_string(i) + "]",
+                   std::string(inputKindKey(s.kind)) + " '" + (expected ? expected->name : s.target) +
+                       "' does not match placeholder " + std::to_string(i) + " ('" +
+                       (actual ? actual->name : std::string("constant")) + "')");
+  }
+  if (p.outputSpecs.size() != g.outputs.size())
+    invalidInput("signature", std::to_string(p.outputSpecs.size()) + " output specs for " +
+                                  std::to_string(g.outputs.size()) + " graph outputs");
+  for (size_t i = 0; i < p.outputSpecs.size(); ++i) {
+    Value* expected = p.outputSpecs[i].arg.value();
+    Value* actual = g.outputs[i].value();
+    if (expected != actual)
+      invalidInput("signature.output_specs[" + std::to_string(i) + "]",
+                   std::string(outputKindKey(p.outputSpecs[i].kind)) + " '" +
+                       (expected ? expected->name : std::string("constant")) + "' does not match graph output " +
+                       std::to_string(i) + " ('" + (actual ? actual->name : std::string("constant")) + "')");
+  }
+}
+
+}  // namespace pipecut::ir

@@ -1,0 +1,66 @@
+#include "passes/pass_manager.h"
+
+#include <unordered_map>
+
+#include "ir/verifier.h"
+#include "support/error.h"
+
+namespace pipecut::passes {
+
+void PassManager::run(ir::Program& program) {
+  for (const Pass& pass : passes_) {
+    PassRecord rec;
+    rec.name = pass.name;
+    rec.nodesBefore = program.graph.nodeCountRecursive();
+    rec.changed = pass.run(program);
+    rec.nodesAfter = program.graph.nodeCountRecursive();
+    records_.push_back(rec);
+    if (verifyEach_) {
+      try {
+        ir::verify(program);
+      } catch (const Error& e) {
+        internalError("pass '" + pass.name + "'", std::string("left an invalid graph: ") + e.what());
+      }
+    }
+  }
+}
+
+void addNormalizePipeline(PassManager& pm, const NormalizeOptions& o) {
+  pm.setVerifyEach(o.verifyEach);
+  pm.add(placeholderOrderPass());
+  pm.add(topologicalOrderPass());
+  pm.add(dedupeAttributesPass(o.sameConstant));
+  pm.add(deadCodePass());
+  if (o.moduleContiguous) pm.add(moduleContiguousPass());
+}
+
+void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to) {
+  auto fix = [&](ir::Argument& a) {
+    a.forEachRef([&](ir::Ref& r) {
+      if (r.value == from) r.value = to;
+    });
+  };
+  // Nested graphs are closed scopes: a parent value is never used inside them.
+  for (auto& n : p.graph.nodes)
+    for (auto& in : n->inputs) fix(in.arg);
+  for (auto& out : p.graph.outputs) fix(out);
+  for (auto& s : p.outputSpecs) fix(s.arg);
+  for (auto& s : p.inputSpecs)
+    if (s.kind == ir::InputKind::UserInput) fix(s.arg);
+}
+
+std::vector<std::vector<size_t>> nodeDependencies(const ir::Graph& g) {
+  std::unordered_map<const ir::Node*, size_t> index;
+  for (size_t i = 0; i < g.nodes.size(); ++i) index[g.nodes[i].get()] = i;
+  std::vector<std::vector<size_t>> deps(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    g.nodes[i]->forEachInputValue([&](ir::Value* v) {
+      if (!v->producer) return;
+      auto it = index.find(v->producer);
+      if (it != index.end() && it->second != i) deps[i].push_back(it->second);
+    });
+  }
+  return deps;
+}
+
+}  // namespace pipecut::passes

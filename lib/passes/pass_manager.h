@@ -1,0 +1,62 @@
+#pragma once
+// Passes are small named units over an ir::Program. The manager runs them in
+// order and, when asked (always in tests), verifies the program after each one,
+// so a broken invariant is reported against the pass that broke it.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace pipecut::passes {
+
+struct Pass {
+  std::string name;
+  std::function<bool(ir::Program&)> run;  // returns whether it changed anything
+};
+
+struct PassRecord {
+  std::string name;
+  bool changed = false;
+  size_t nodesBefore = 0, nodesAfter = 0;
+};
+
+class PassManager {
+ public:
+  void add(Pass p) { passes_.push_back(std::move(p)); }
+  void setVerifyEach(bool on) { verifyEach_ = on; }
+  // Throws pipecut::Error: InvalidInput from a pass that rejects the input,
+  // Internal when verification after a pass fails.
+  void run(ir::Program& program);
+  const std::vector<PassRecord>& records() const { return records_; }
+
+ private:
+  std::vector<Pass> passes_;
+  std::vector<PassRecord> records_;
+  bool verifyEach_ = false;
+};
+
+// Returns true when two constant FQNs hold byte-identical tensors.
+using SameConstantFn = std::function<bool(const std::string&, const std::string&)>;
+
+Pass placeholderOrderPass();
+Pass topologicalOrderPass();
+Pass deadCodePass();
+Pass dedupeAttributesPass(SameConstantFn sameConstant = nullptr);
+Pass moduleContiguousPass();
+
+struct NormalizeOptions {
+  bool moduleContiguous = false;
+  bool verifyEach = false;
+  SameConstantFn sameConstant;
+};
+// placeholder-order, topological-order, dedupe-attributes, dead-code[, module-contiguous]
+void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
+
+// Helpers shared by passes.
+void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to);
+bool hasSideEffects(const ir::Node& node);
+// Indices of the nodes in `g` that each node depends on (same scope only).
+std::vector<std::vector<size_t>> nodeDependencies(const ir::Graph& g);
+
+}  // namespace pipecut::passes

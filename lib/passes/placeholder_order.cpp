@@ -1,0 +1,44 @@
+// Placeholders first, in signature order. The serialized graph lists its
+// placeholders separately from its nodes, but their order can disagree with
+// the signature (a hand-edited or re-assembled program; the fx-level version of
+// this is get_attr reads interleaved with placeholders, which broke
+// torch.distributed.pipelining in the seed report). The signature order is the
+// calling convention, so graph inputs are rearranged to follow it.
+#include "passes/pass_manager.h"
+#include "support/error.h"
+
+namespace pipecut::passes {
+
+Pass placeholderOrderPass() {
+  return {"placeholder-order", [](ir::Program& p) {
+    ir::Graph& g = p.graph;
+    if (p.inputSpecs.size() != g.inputs.size())
+      invalidInput("signature", std::to_string(p.inputSpecs.size()) + " input specs for " +
+                                    std::to_string(g.inputs.size()) + " placeholders");
+    std::vector<bool> used(g.inputs.size(), false);
+    std::vector<ir::Argument> ordered;
+    bool changed = false;
+    ordered.reserve(g.inputs.size());
+    for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
+      const ir::InputSpec& s = p.inputSpecs[i];
+      ir::Value* want = s.kind == ir::InputKind::ConstantInput ? nullptr : s.arg.value();
+      size_t found = g.inputs.size();
+      for (size_t k = 0; k < g.inputs.size() && found == g.inputs.size(); ++k) {
+        if (used[k]) continue;
+        ir::Value* have = g.inputs[k].isValue() ? g.inputs[k].value() : nullptr;
+        if (have == want) found = k;
+      }
+      if (found == g.inputs.size())
+        invalidInput("signature.input_specs[" + std::to_string(i) + "]",
+                     std::string(ir::inputKindKey(s.kind)) + " '" + (want ? want->name : s.target) +
+                         "' has no placeholder");
+      used[found] = true;
+      changed |= found != i;
+      ordered.push_back(std::move(g.inputs[found]));
+    }
+    g.inputs = std::move(ordered);
+    return changed;
+  }};
+}
+
+}  // namespace pipecut::passes

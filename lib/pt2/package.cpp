@@ -1,0 +1,293 @@
+#include "pt2/package.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "pt2/program_json.h"
+#include "support/error.h"
+
+namespace pipecut::pt2 {
+
+using ir::Json;
+
+ByteView Blob::view() const {
+  if (source) return source->bytes(record);
+  return ByteView{reinterpret_cast<const uint8_t*>(inlineBytes.data()), inlineBytes.size()};
+}
+
+uint64_t StoredTensor::logicalBytes() const {
+  if (!meta) return 0;
+  auto n = meta->numel();
+  const ir::DTypeInfo* d = ir::dtypeInfo(meta->dtype);
+  if (!n || !d) return 0;
+  return static_cast<uint64_t>(*n) * static_cast<uint64_t>(d->itemSize);
+}
+
+namespace {
+
+constexpr const char* kWeightsDir = "data/weights/";
+constexpr const char* kConstantsDir = "data/constants/";
+
+Json parseJsonRecord(const ArchiveReader& a, const std::string& record) {
+  std::string text = a.text(record);
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw Error(ErrorKind::InvalidInput, a.path(), record,
+                "JSON syntax error at byte " + std::to_string(e.byte) + ": " +
+                    std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+  }
+}
+
+// Bytes a strided view needs from the start of its storage.
+std::optional<uint64_t> requiredStorageBytes(const ir::TensorMeta& m) {
+  const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
+  if (!d || m.storageOffset.isExpr) return std::nullopt;
+  int64_t extent = 1;
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    if (m.sizes[i].isExpr) return std::nullopt;
+    if (m.sizes[i].value == 0) return 0;
+    if (i >= m.strides.size() || m.strides[i].isExpr) return std::nullopt;
+    extent += (m.sizes[i].value - 1) * m.strides[i].value;
+  }
+  return static_cast<uint64_t>(m.storageOffset.value + extent) * d->itemSize;
+}
+
+std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<const ArchiveReader>& a,
+                                                      const std::string& dir, const std::string& configName) {
+  std::map<std::string, StoredTensor> out;
+  std::string configRecord = dir + configName;
+  Json cfg = parseJsonRecord(*a, configRecord);
+  auto fail = [&](const std::string& where, const std::string& msg) {
+    throw Error(ErrorKind::InvalidInput, a->path(), configRecord + ": " + where, msg);
+  };
+  if (!cfg.is_object() || !cfg.contains("config") || !cfg["config"].is_object())
+    fail("config", "expected {\"config\": {...}}");
+  for (auto it = cfg["config"].begin(); it != cfg["config"].end(); ++it) {
+    const std::string& fqn = it.key();
+    const Json& e = it.value();
+    std::string w = "config." + fqn;
+    if (!e.is_object() || !e.contains("path_name") || !e["path_name"].is_string()) fail(w, "missing field 'path_name'");
+    StoredTensor t;
+    t.fqn = fqn;
+    t.entry = e;
+    t.isParam = e.value("is_param", false);
+    t.usePickle = e.value("use_pickle", false);
+    std::string record = dir + e["path_name"].get<std::string>();
+    if (!a->has(record)) fail(w + ".path_name", "names missing record '" + record + "'");
+    t.data = Blob{a, record, {}};
+    if (e.contains("tensor_meta") && !e["tensor_meta"].is_null()) {
+      try {
+        t.meta = parseTensorMeta(e["tensor_meta"], w + ".tensor_meta");
+      } catch (const Error& err) {
+        fail(err.where(), err.message());
+      }
+      size_t have = a->size(record);
+      if (!t.usePickle && have != 0) {
+        auto need = requiredStorageBytes(*t.meta);
+        int item = ir::dtypeInfo(t.meta->dtype)->itemSize;
+        if (have % item != 0)
+          throw Error(ErrorKind::InvalidInput, a->path(), record + " ('" + fqn + "')",
+                      "record size " + std::to_string(have) + " is not a multiple of the " +
+                          ir::dtypeInfo(t.meta->dtype)->torchName + " element size " + std::to_string(item));
+        if (need && have < *need)
+          throw Error(ErrorKind::InvalidInput, a->path(), record + " ('" + fqn + "')",
+                      "record holds " + std::to_string(have) + " bytes but its metadata (" +
+                          ir::dtypeInfo(t.meta->dtype)->torchName + " " + t.meta->shapeStr() + ") needs " +
+                          std::to_string(*need));
+      }
+    }
+    out.emplace(fqn, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+Package readPackage(const std::string& path) {
+  Package pkg;
+  pkg.path = path;
+  auto archive = ArchiveReader::open(path);
+  pkg.archive = archive;
+  auto fail = [&](const std::string& where, const std::string& msg) {
+    throw Error(ErrorKind::InvalidInput, path, where, msg);
+  };
+
+  if (!archive->has("archive_format"))
+    fail("archive_format", "missing record: this zip is not a torch.export .pt2 archive");
+  std::string format = archive->text("archive_format");
+  if (format != "pt2") fail("archive_format", "expected 'pt2', found '" + format.substr(0, 40) + "'");
+
+  // torch.export.save names its program "model"; accept a single program of another name.
+  std::vector<std::string> models;
+  for (const auto& r : archive->records())
+    if (r.rfind("models/", 0) == 0 && r.size() > 12 && r.compare(r.size() - 5, 5, ".json") == 0) models.push_back(r);
+  if (models.empty()) fail("models/model.json", "missing record: the archive holds no exported program");
+  std::string modelRecord = "models/model.json";
+  if (!archive->has(modelRecord)) {
+    if (models.size() != 1) fail("models/", "several programs and none named 'model'");
+    modelRecord = models[0];
+  }
+  pkg.modelName = modelRecord.substr(7, modelRecord.size() - 12);
+
+  Json j = parseJsonRecord(*archive, modelRecord);
+  try {
+    pkg.program = parseProgram(j);
+  } catch (const Error& e) {
+    throw Error(e.kind(), path, modelRecord + (e.where().empty() ? "" : ": " + e.where()), e.message());
+  }
+
+  const std::string& m = pkg.modelName;
+  if (archive->has(kWeightsDir + m + "_weights_config.json")) {
+    pkg.weights = readPayloadConfig(archive, kWeightsDir, m + "_weights_config.json");
+  } else if (archive->has(kWeightsDir + m + ".pt")) {
+    fail(kWeightsDir + m + ".pt",
+         "weights are a pickled state dict (the torch 2.8 layout), which pipecut does not read; "
+         "re-save the program with torch >= 2.9");
+  }
+  if (archive->has(kConstantsDir + m + "_constants_config.json")) {
+    pkg.constants = readPayloadConfig(archive, kConstantsDir, m + "_constants_config.json");
+  } else if (archive->has(kConstantsDir + m + ".pt")) {
+    fail(kConstantsDir + m + ".pt",
+         "constants are a pickle (the torch 2.8 layout), which pipecut does not read; "
+         "re-save the program with torch >= 2.9");
+  }
+
+  // Every lifted input must have its payload.
+  for (const auto& s : pkg.program.inputSpecs) {
+    const char* table = nullptr;
+    bool found = false;
+    switch (s.kind) {
+      case ir::InputKind::Parameter:
+        table = "weights";
+        found = pkg.weights.count(s.target);
+        break;
+      case ir::InputKind::Buffer:
+        table = s.persistent.value_or(true) ? "weights" : "constants";
+        found = pkg.weights.count(s.target) || pkg.constants.count(s.target);
+        break;
+      case ir::InputKind::TensorConstant:
+      case ir::InputKind::CustomObj:
+        table = "constants";
+        found = pkg.constants.count(s.target);
+        break;
+      default:
+        found = true;
+    }
+    if (!found)
+      fail(modelRecord + ": graph_module.signature",
+           std::string(ir::inputKindKey(s.kind)) + " '" + s.target + "' has no entry in the " + table + " payload config");
+  }
+
+  std::string sample = "data/sample_inputs/" + m + ".pt";
+  if (archive->has(sample)) pkg.sampleInputs = Blob{archive, sample, {}};
+  for (const auto& r : archive->records())
+    if (r.rfind("extra/", 0) == 0) pkg.extra.emplace(r.substr(6), Blob{archive, r, {}});
+  return pkg;
+}
+
+namespace {
+
+// Canonical record names: numbered in FQN order, one record per distinct source
+// storage, so tensors that shared a storage still share it.
+struct PayloadPlan {
+  Json config = Json{{"config", Json::object()}};
+  std::vector<std::pair<std::string, const Blob*>> records;  // new name, bytes
+};
+
+PayloadPlan planPayload(const std::map<std::string, StoredTensor>& table, const std::set<std::string>& keep,
+                        const char* tensorPrefix) {
+  PayloadPlan plan;
+  std::map<std::pair<const void*, std::string>, std::string> assigned;
+  std::map<std::string, int> counters;
+  for (const auto& [fqn, t] : table) {
+    if (!keep.count(fqn)) continue;
+    auto key = std::make_pair(static_cast<const void*>(t.data.source.get()),
+                              t.data.source ? t.data.record : t.fqn);
+    auto it = assigned.find(key);
+    if (it == assigned.end()) {
+      // Keep the kind of record the loader expects (tensor_, custom_obj_, ...).
+      std::string old = t.entry.value("path_name", std::string(tensorPrefix));
+      std::string prefix = old.substr(0, old.find_last_not_of("0123456789") + 1);
+      if (prefix.empty()) prefix = tensorPrefix;
+      std::string name = prefix + std::to_string(counters[prefix]++);
+      it = assigned.emplace(key, name).first;
+      plan.records.emplace_back(name, &t.data);
+    }
+    Json e = t.entry;
+    e["path_name"] = it->second;
+    plan.config["config"][fqn] = std::move(e);
+  }
+  return plan;
+}
+
+}  // namespace
+
+void writePackage(const Package& pkg, const std::function<size_t(const void*, size_t)>& sink) {
+  std::set<std::string> keep;
+  for (const auto& s : pkg.program.inputSpecs)
+    if (s.kind != ir::InputKind::UserInput && s.kind != ir::InputKind::ConstantInput && s.kind != ir::InputKind::Token)
+      keep.insert(s.target);
+
+  const std::string& m = pkg.modelName;
+  PayloadPlan weights = planPayload(pkg.weights, keep, "weight_");
+  PayloadPlan constants = planPayload(pkg.constants, keep, "tensor_");
+
+  ArchiveWriter w(sink);
+  for (const auto& [name, blob] : weights.records) {
+    ByteView v = blob->view();
+    w.add(kWeightsDir + name, v.data, v.size);
+  }
+  w.add(std::string(kWeightsDir) + m + "_weights_config.json", dumpJson(weights.config));
+  for (const auto& [name, blob] : constants.records) {
+    ByteView v = blob->view();
+    w.add(kConstantsDir + name, v.data, v.size);
+  }
+  w.add(std::string(kConstantsDir) + m + "_constants_config.json", dumpJson(constants.config));
+  w.add("models/" + m + ".json", dumpJson(serializeProgram(pkg.program)));
+  {
+    ByteView v = pkg.sampleInputs ? pkg.sampleInputs->view() : ByteView{};
+    w.add("data/sample_inputs/" + m + ".pt", v.data, v.size);
+  }
+  for (const auto& [name, blob] : pkg.extra) {
+    ByteView v = blob.view();
+    w.add("extra/" + name, v.data, v.size);
+  }
+  w.add("archive_format", std::string_view("pt2"));
+  w.add("archive_version", std::string_view("0"));
+  w.finish();
+}
+
+void writeFileAtomically(const std::string& path,
+                         const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(ErrorKind::InvalidInput, path, "", std::string("cannot create output: ") + std::strerror(errno));
+  try {
+    produce([&](const void* data, size_t n) -> size_t {
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+      if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
+      return n;
+    });
+    out.close();
+    if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      internalError("", std::string("cannot rename into place: ") + std::strerror(errno));
+  } catch (const Error& e) {
+    std::remove(tmp.c_str());
+    throw Error(e.kind(), e.file().empty() ? path : e.file(), e.where(), e.message());
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+}
+
+void writePackageFile(const Package& pkg, const std::string& path) {
+  writeFileAtomically(path, [&](const auto& sink) { writePackage(pkg, sink); });
+}
+
+}  // namespace pipecut::pt2

@@ -1,0 +1,63 @@
+#pragma once
+// A whole .pt2 package: the program plus its weights, constants, sample inputs
+// and extra files. Tensors are references into the source archive (memory-
+// mapped, read only when bytes are asked for), so opening a multi-GB package
+// costs little memory.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ir/ir.h"
+#include "pt2/zip_archive.h"
+
+namespace pipecut::pt2 {
+
+// Bytes that live either in a source archive or in memory.
+struct Blob {
+  std::shared_ptr<const ArchiveReader> source;
+  std::string record;   // full record name inside source
+  std::string inlineBytes;
+  ByteView view() const;
+  size_t size() const { return view().size; }
+};
+
+struct StoredTensor {
+  std::string fqn;
+  ir::Json entry;                       // the payload-config entry, verbatim
+  std::optional<ir::TensorMeta> meta;   // absent for entries without tensor_meta
+  bool isParam = false;
+  bool usePickle = false;
+  Blob data;
+  // Bytes the tensor itself spans (numel * item size); 0 if symbolic or unknown.
+  uint64_t logicalBytes() const;
+};
+
+struct Package {
+  std::string path;                     // where it was read from ("" if built)
+  std::string modelName = "model";
+  ir::Program program;
+  std::map<std::string, StoredTensor> weights;    // data/weights: params, persistent buffers
+  std::map<std::string, StoredTensor> constants;  // data/constants: lifted constants, other buffers, objects
+  std::optional<Blob> sampleInputs;
+  std::map<std::string, Blob> extra;              // extra/<name>
+  std::shared_ptr<const ArchiveReader> archive;
+};
+
+// Throws pipecut::Error (InvalidInput) naming the file and the offending
+// record, field, node or value.
+Package readPackage(const std::string& path);
+
+// Serializes to bytes in the 2.9+ layout. Identical packages give identical
+// bytes: record order and names are canonical and nothing time-dependent is written.
+void writePackage(const Package& pkg, const std::function<size_t(const void*, size_t)>& sink);
+
+// Writes to a temporary file beside `path` and renames it into place, so a
+// failure never leaves a partial file at `path`.
+void writePackageFile(const Package& pkg, const std::string& path);
+
+// Writes `produce`'s output atomically to `path` (temp file + rename).
+void writeFileAtomically(const std::string& path,
+                         const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce);
+
+}  // namespace pipecut::pt2

@@ -1,0 +1,710 @@
+#include "pt2/program_json.h"
+
+#include "support/error.h"
+
+namespace pipecut::pt2 {
+
+using ir::Argument;
+using ir::ArgTag;
+using ir::Graph;
+using ir::Json;
+using ir::Node;
+using ir::Value;
+using ir::ValueKind;
+
+namespace {
+
+const Json& field(const Json& obj, const char* key, const std::string& where) {
+  if (!obj.is_object()) invalidInput(where, "expected a JSON object");
+  auto it = obj.find(key);
+  if (it == obj.end()) invalidInput(where, std::string("missing field '") + key + "'");
+  return *it;
+}
+
+bool has(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && !it->is_null();
+}
+
+const std::string& str(const Json& j, const std::string& where) {
+  if (!j.is_string()) invalidInput(where, "expected a string");
+  return j.get_ref<const std::string&>();
+}
+
+int64_t integer(const Json& j, const std::string& where) {
+  if (!j.is_number_integer()) invalidInput(where, "expected an integer");
+  return j.get<int64_t>();
+}
+
+bool isFloat(const Json& j) {
+  if (j.is_number()) return true;
+  if (!j.is_string()) return false;
+  const auto& s = j.get_ref<const std::string&>();
+  return s == "Infinity" || s == "-Infinity" || s == "NaN";
+}
+
+void expectArray(const Json& j, const std::string& where) {
+  if (!j.is_array()) invalidInput(where, "expected a JSON array");
+}
+
+template <class Pred>
+void expectArrayOf(const Json& j, const std::string& where, Pred ok, const char* what) {
+  expectArray(j, where);
+  for (size_t i = 0; i < j.size(); ++i)
+    if (!ok(j[i])) invalidInput(where + "[" + std::to_string(i) + "]", std::string("expected ") + what);
+}
+
+ir::SymInt parseSymInt(const Json& j, const std::string& where) {
+  ir::SymInt s;
+  if (!j.is_object() || j.size() != 1) invalidInput(where, "expected a SymInt ({\"as_int\"} or {\"as_expr\"})");
+  if (j.contains("as_int")) {
+    s.value = integer(j["as_int"], where + ".as_int");
+  } else if (j.contains("as_expr")) {
+    s.isExpr = true;
+    s.expr = str(field(j["as_expr"], "expr_str", where + ".as_expr"), where + ".as_expr.expr_str");
+    s.hint = j["as_expr"].value("hint", Json());
+  } else {
+    invalidInput(where, "unknown SymInt variant '" + j.begin().key() + "'");
+  }
+  return s;
+}
+
+Json serializeSymInt(const ir::SymInt& s) {
+  if (!s.isExpr) return Json{{"as_int", s.value}};
+  return Json{{"as_expr", Json{{"expr_str", s.expr}, {"hint", s.hint}}}};
+}
+
+// Parses one graph scope. Values are defined by the graph's inputs and its
+// nodes' outputs before any use is resolved, so a graph whose nodes are out of
+// order still reads (normalization then fixes the order); a use of a name that
+// nothing defines is an error here.
+class GraphReader {
+ public:
+  explicit GraphReader(std::string where) : where_(std::move(where)) {}
+
+  void read(const Json& j, Graph& g) {
+    g_ = &g;
+    const Json& inputs = field(j, "inputs", where_);
+    const Json& outputs = field(j, "outputs", where_);
+    const Json& nodes = field(j, "nodes", where_);
+    expectArray(inputs, where_ + ".inputs");
+    expectArray(outputs, where_ + ".outputs");
+    expectArray(nodes, where_ + ".nodes");
+    g.isSingleTensorReturn = j.value("is_single_tensor_return", false);
+
+    for (size_t i = 0; i < inputs.size(); ++i)
+      g.inputs.push_back(arg(inputs[i], Mode::Define, nullptr, where_ + ".inputs[" + std::to_string(i) + "]"));
+
+    std::vector<std::string> nodeWhere;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Json& nj = nodes[i];
+      std::string w = where_ + ".nodes[" + std::to_string(i) + "]";
+      auto node = std::make_unique<Node>();
+      node->target = str(field(nj, "target", w), w + ".target");
+      if (has(nj, "name")) node->name = str(nj["name"], w + ".name");
+      if (has(nj, "is_hop_single_tensor_return")) {
+        if (!nj["is_hop_single_tensor_return"].is_boolean())
+          invalidInput(w + ".is_hop_single_tensor_return", "expected a bool");
+        node->isHopSingleTensorReturn = nj["is_hop_single_tensor_return"].get<bool>();
+      }
+      const Json& outs = field(nj, "outputs", w);
+      expectArray(outs, w + ".outputs");
+      for (size_t k = 0; k < outs.size(); ++k)
+        node->outputs.push_back(arg(outs[k], Mode::Define, node.get(), w + ".outputs[" + std::to_string(k) + "]"));
+      nodeWhere.push_back(w + " (node '" + node->label() + "', " + node->target + ")");
+      g.nodes.push_back(std::move(node));
+    }
+
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Json& nj = nodes[i];
+      Node& node = *g.nodes[i];
+      const std::string& w = nodeWhere[i];
+      const Json& ins = field(nj, "inputs", w);
+      expectArray(ins, w + ".inputs");
+      for (size_t k = 0; k < ins.size(); ++k) {
+        std::string wi = w + ".inputs[" + std::to_string(k) + "]";
+        const Json& na = ins[k];
+        ir::NamedArgument a;
+        a.name = str(field(na, "name", wi), wi + ".name");
+        if (has(na, "kind")) a.kind = integer(na["kind"], wi + ".kind");
+        a.arg = arg(field(na, "arg", wi), Mode::Resolve, nullptr, wi + ".arg");
+        node.inputs.push_back(std::move(a));
+      }
+      if (has(nj, "metadata")) {
+        const Json& md = nj["metadata"];
+        if (!md.is_object()) invalidInput(w + ".metadata", "expected a JSON object");
+        for (auto it = md.begin(); it != md.end(); ++it)
+          node.metadata[it.key()] = str(it.value(), w + ".metadata." + it.key());
+      }
+      auto stackIt = node.metadata.find("nn_module_stack");
+      if (stackIt != node.metadata.end()) {
+        auto frames = ir::parseModuleStack(stackIt->second);
+        if (!frames) invalidInput(w + ".metadata.nn_module_stack", "malformed nn_module_stack '" + stackIt->second + "'");
+        node.moduleStack = std::move(*frames);
+      }
+    }
+
+    for (size_t i = 0; i < outputs.size(); ++i)
+      g.outputs.push_back(arg(outputs[i], Mode::Resolve, nullptr, where_ + ".outputs[" + std::to_string(i) + "]"));
+
+    attachMeta(j);
+  }
+
+ private:
+  enum class Mode { Define, Resolve };
+
+  Value* ref(const std::string& name, ValueKind kind, Mode mode, Node* producer, const std::string& w) {
+    if (mode == Mode::Define) {
+      Value* v = g_->define(name, kind, producer);
+      if (!v) invalidInput(w, "value '" + name + "' is defined twice");
+      return v;
+    }
+    Value* v = g_->find(name);
+    if (!v) invalidInput(w, "uses undefined value '" + name + "'");
+    if (v->kind != kind)
+      invalidInput(w, "value '" + name + "' is a " + ir::valueKindName(v->kind) + ", used as a " +
+                          ir::valueKindName(kind));
+    return v;
+  }
+
+  ir::Ref tensorRef(const Json& j, Mode mode, Node* producer, const std::string& w) {
+    return ir::Ref{ref(str(field(j, "name", w), w + ".name"), ValueKind::Tensor, mode, producer, w), nullptr};
+  }
+
+  // {"as_name": s} or a literal {"as_int"/"as_bool"/"as_float": x}.
+  ir::Ref symRef(const Json& j, ValueKind kind, const char* literalKey, Mode mode, Node* producer,
+                 const std::string& w) {
+    if (!j.is_object() || j.size() != 1) invalidInput(w, "expected {\"as_name\"} or {\"" + std::string(literalKey) + "\"}");
+    if (j.contains("as_name"))
+      return ir::Ref{ref(str(j["as_name"], w + ".as_name"), kind, mode, producer, w), nullptr};
+    if (j.contains(literalKey)) return ir::Ref{nullptr, j};
+    invalidInput(w, "unknown variant '" + j.begin().key() + "'");
+  }
+
+  ir::Ref optionalTensorRef(const Json& j, Mode mode, Node* producer, const std::string& w) {
+    if (!j.is_object() || j.size() != 1) invalidInput(w, "expected {\"as_tensor\"} or {\"as_none\"}");
+    if (j.contains("as_tensor")) return tensorRef(j["as_tensor"], mode, producer, w + ".as_tensor");
+    if (j.contains("as_none")) return ir::Ref{nullptr, j};
+    invalidInput(w, "unknown OptionalTensorArgument variant '" + j.begin().key() + "'");
+  }
+
+  Argument arg(const Json& j, Mode mode, Node* producer, const std::string& w) {
+    if (!j.is_object() || j.size() != 1)
+      invalidInput(w, "an Argument must be a JSON object with exactly one key");
+    const std::string& key = j.begin().key();
+    auto tag = ir::argTagFromKey(key);
+    if (!tag) invalidInput(w, "unknown Argument variant '" + key + "'");
+    const Json& p = j.begin().value();
+    std::string wp = w + "." + key;
+    Argument a;
+    a.tag = *tag;
+    auto eachIn = [&](auto fn) {
+      expectArray(p, wp);
+      for (size_t i = 0; i < p.size(); ++i) a.refs.push_back(fn(p[i], wp + "[" + std::to_string(i) + "]"));
+    };
+    switch (*tag) {
+      case ArgTag::None: a.literal = p; break;
+      case ArgTag::Tensor: a.refs.push_back(tensorRef(p, mode, producer, wp)); break;
+      case ArgTag::Tensors:
+        eachIn([&](const Json& e, const std::string& we) { return tensorRef(e, mode, producer, we); });
+        break;
+      case ArgTag::Int: case ArgTag::ScalarType: case ArgTag::MemoryFormat: case ArgTag::Layout:
+        integer(p, wp);
+        a.literal = p;
+        break;
+      case ArgTag::Ints:
+        expectArrayOf(p, wp, [](const Json& e) { return e.is_number_integer(); }, "an integer");
+        a.literal = p;
+        break;
+      case ArgTag::Float:
+        if (!isFloat(p)) invalidInput(wp, "expected a float");
+        a.literal = p;
+        break;
+      case ArgTag::Floats:
+        expectArrayOf(p, wp, isFloat, "a float");
+        a.literal = p;
+        break;
+      case ArgTag::String: case ArgTag::Operator:
+        str(p, wp);
+        a.literal = p;
+        break;
+      case ArgTag::Strings:
+        expectArrayOf(p, wp, [](const Json& e) { return e.is_string(); }, "a string");
+        a.literal = p;
+        break;
+      case ArgTag::Bool:
+        if (!p.is_boolean()) invalidInput(wp, "expected a bool");
+        a.literal = p;
+        break;
+      case ArgTag::Bools:
+        expectArrayOf(p, wp, [](const Json& e) { return e.is_boolean(); }, "a bool");
+        a.literal = p;
+        break;
+      case ArgTag::Device:
+        str(field(p, "type", wp), wp + ".type");
+        a.literal = p;
+        break;
+      case ArgTag::Complex:
+        if (!isFloat(field(p, "real", wp)) || !isFloat(field(p, "imag", wp))) invalidInput(wp, "expected real and imag floats");
+        a.literal = p;
+        break;
+      case ArgTag::IntLists:
+        expectArrayOf(p, wp, [](const Json& e) {
+          if (!e.is_array()) return false;
+          for (const auto& x : e) if (!x.is_number_integer()) return false;
+          return true;
+        }, "a list of integers");
+        a.literal = p;
+        break;
+      case ArgTag::FloatLists:
+        expectArrayOf(p, wp, [](const Json& e) {
+          if (!e.is_array()) return false;
+          for (const auto& x : e) if (!isFloat(x)) return false;
+          return true;
+        }, "a list of floats");
+        a.literal = p;
+        break;
+      case ArgTag::SymInt: a.refs.push_back(symRef(p, ValueKind::SymInt, "as_int", mode, producer, wp)); break;
+      case ArgTag::SymBool: a.refs.push_back(symRef(p, ValueKind::SymBool, "as_bool", mode, producer, wp)); break;
+      case ArgTag::SymFloat: a.refs.push_back(symRef(p, ValueKind::SymFloat, "as_float", mode, producer, wp)); break;
+      case ArgTag::SymInts:
+        eachIn([&](const Json& e, const std::string& we) { return symRef(e, ValueKind::SymInt, "as_int", mode, producer, we); });
+        break;
+      case ArgTag::SymBools:
+        eachIn([&](const Json& e, const std::string& we) { return symRef(e, ValueKind::SymBool, "as_bool", mode, producer, we); });
+        break;
+      case ArgTag::SymFloats:
+        eachIn([&](const Json& e, const std::string& we) { return symRef(e, ValueKind::SymFloat, "as_float", mode, producer, we); });
+        break;
+      case ArgTag::OptionalTensor: a.refs.push_back(optionalTensorRef(p, mode, producer, wp)); break;
+      case ArgTag::OptionalTensors:
+        eachIn([&](const Json& e, const std::string& we) { return optionalTensorRef(e, mode, producer, we); });
+        break;
+      case ArgTag::CustomObj:
+        a.name = str(field(p, "class_fqn", wp), wp + ".class_fqn");
+        a.refs.push_back(ir::Ref{ref(str(field(p, "name", wp), wp + ".name"), ValueKind::CustomObj, mode, producer, wp), nullptr});
+        break;
+      case ArgTag::NestedTensors:
+        expectArray(p, wp);
+        for (size_t i = 0; i < p.size(); ++i) {
+          std::string wi = wp + "[" + std::to_string(i) + "]";
+          expectArray(p[i], wi);
+          a.nesting.push_back(p[i].size());
+          for (size_t k = 0; k < p[i].size(); ++k)
+            a.refs.push_back(tensorRef(p[i][k], mode, producer, wi + "[" + std::to_string(k) + "]"));
+        }
+        break;
+      case ArgTag::StringToArgument:
+        if (!p.is_object()) invalidInput(wp, "expected a JSON object");
+        for (auto it = p.begin(); it != p.end(); ++it)
+          a.entries.emplace_back(it.key(), arg(it.value(), mode, producer, wp + "." + it.key()));
+        break;
+      case ArgTag::Graph: {
+        if (mode == Mode::Define) invalidInput(wp, "a graph cannot be an output");
+        a.name = str(field(p, "name", wp), wp + ".name");
+        a.graph = std::make_shared<Graph>();
+        GraphReader(wp + ".graph").read(field(p, "graph", wp), *a.graph);
+        break;
+      }
+    }
+    return a;
+  }
+
+  void attachMeta(const Json& j) {
+    auto table = [&](const char* key) -> const Json* {
+      auto it = j.find(key);
+      if (it == j.end() || it->is_null()) return nullptr;
+      if (!it->is_object()) invalidInput(where_ + "." + key, "expected a JSON object");
+      return &*it;
+    };
+    const Json* tensors = table("tensor_values");
+    const Json* symInts = table("sym_int_values");
+    const Json* symBools = table("sym_bool_values");
+    const Json* symFloats = table("sym_float_values");
+    const Json* objs = table("custom_obj_values");
+    for (auto& v : g_->values) {
+      auto pick = [&](const Json* t) -> const Json* {
+        if (!t) return nullptr;
+        auto it = t->find(v->name);
+        return it == t->end() ? nullptr : &*it;
+      };
+      switch (v->kind) {
+        case ValueKind::Tensor:
+          if (const Json* m = pick(tensors)) v->meta = parseTensorMeta(*m, where_ + ".tensor_values." + v->name);
+          break;
+        case ValueKind::SymInt: if (const Json* m = pick(symInts)) v->symMeta = *m; break;
+        case ValueKind::SymBool: if (const Json* m = pick(symBools)) v->symMeta = *m; break;
+        case ValueKind::SymFloat: if (const Json* m = pick(symFloats)) v->symMeta = *m; break;
+        case ValueKind::CustomObj: if (const Json* m = pick(objs)) v->symMeta = *m; break;
+      }
+    }
+  }
+
+  std::string where_;
+  Graph* g_ = nullptr;
+};
+
+Argument resolveName(const Graph& g, const Json& j, ValueKind kind, const std::string& w) {
+  const std::string& name = str(field(j, "name", w), w + ".name");
+  Value* v = g.find(name);
+  if (!v) invalidInput(w, "signature names undefined value '" + name + "'");
+  if (v->kind != kind) invalidInput(w, "signature value '" + name + "' is a " + ir::valueKindName(v->kind));
+  Argument a = Argument::tensor(v);
+  if (kind == ValueKind::CustomObj) {
+    a.tag = ArgTag::CustomObj;
+    a.name = j.value("class_fqn", "");
+  }
+  return a;
+}
+
+// A user_input / user_output Argument in the signature refers to the top graph.
+Argument signatureArgument(const Graph& g, const Json& j, const std::string& w) {
+  if (!j.is_object() || j.size() != 1) invalidInput(w, "an Argument must be a JSON object with exactly one key");
+  const std::string& key = j.begin().key();
+  auto tag = ir::argTagFromKey(key);
+  if (!tag) invalidInput(w, "unknown Argument variant '" + key + "'");
+  const Json& p = j.begin().value();
+  Argument a;
+  a.tag = *tag;
+  auto symbolic = [&](ValueKind kind) {
+    if (p.is_object() && p.contains("as_name")) {
+      Value* v = g.find(p["as_name"].get<std::string>());
+      if (!v) invalidInput(w, "signature names undefined value '" + p["as_name"].get<std::string>() + "'");
+      a.refs.push_back(ir::Ref{v, nullptr});
+    } else {
+      a.refs.push_back(ir::Ref{nullptr, p});
+    }
+    (void)kind;
+  };
+  switch (*tag) {
+    case ArgTag::Tensor: return resolveName(g, p, ValueKind::Tensor, w + "." + key);
+    case ArgTag::CustomObj: return resolveName(g, p, ValueKind::CustomObj, w + "." + key);
+    case ArgTag::SymInt: symbolic(ValueKind::SymInt); return a;
+    case ArgTag::SymBool: symbolic(ValueKind::SymBool); return a;
+    case ArgTag::SymFloat: symbolic(ValueKind::SymFloat); return a;
+    default:
+      if (argTagHasRefs(*tag)) invalidInput(w, "unsupported signature argument variant '" + key + "'");
+      a.literal = p;
+      return a;
+  }
+}
+
+// ---- writing ------------------------------------------------------------------
+
+Json refJson(const ir::Ref& r, ArgTag tag) {
+  if (!r.value) return r.literal;
+  switch (tag) {
+    case ArgTag::SymInt: case ArgTag::SymInts: case ArgTag::SymBool: case ArgTag::SymBools:
+    case ArgTag::SymFloat: case ArgTag::SymFloats:
+      return Json{{"as_name", r.value->name}};
+    case ArgTag::OptionalTensor: case ArgTag::OptionalTensors:
+      return Json{{"as_tensor", Json{{"name", r.value->name}}}};
+    default:
+      return Json{{"name", r.value->name}};
+  }
+}
+
+Json serializeGraph(const Graph& g);
+
+Json argJson(const Argument& a) {
+  Json p;
+  switch (a.tag) {
+    case ArgTag::Tensor: case ArgTag::SymInt: case ArgTag::SymBool: case ArgTag::SymFloat:
+    case ArgTag::OptionalTensor:
+      p = refJson(a.refs.at(0), a.tag);
+      break;
+    case ArgTag::Tensors: case ArgTag::SymInts: case ArgTag::SymBools: case ArgTag::SymFloats:
+    case ArgTag::OptionalTensors:
+      p = Json::array();
+      for (const auto& r : a.refs) p.push_back(refJson(r, a.tag));
+      break;
+    case ArgTag::CustomObj:
+      p = Json{{"name", a.refs.at(0).value->name}, {"class_fqn", a.name}};
+      break;
+    case ArgTag::NestedTensors: {
+      p = Json::array();
+      size_t k = 0;
+      for (size_t n : a.nesting) {
+        Json inner = Json::array();
+        for (size_t i = 0; i < n; ++i) inner.push_back(refJson(a.refs.at(k++), a.tag));
+        p.push_back(std::move(inner));
+      }
+      break;
+    }
+    case ArgTag::StringToArgument:
+      p = Json::object();
+      for (const auto& [key, sub] : a.entries) p[key] = argJson(sub);
+      break;
+    case ArgTag::Graph:
+      p = Json{{"name", a.name}, {"graph", serializeGraph(*a.graph)}};
+      break;
+    default:
+      p = a.literal;
+  }
+  return Json{{ir::argTagKey(a.tag), std::move(p)}};
+}
+
+Json serializeGraph(const Graph& g) {
+  Json j;
+  j["inputs"] = Json::array();
+  for (const auto& a : g.inputs) j["inputs"].push_back(argJson(a));
+  j["outputs"] = Json::array();
+  for (const auto& a : g.outputs) j["outputs"].push_back(argJson(a));
+  j["nodes"] = Json::array();
+  for (const auto& n : g.nodes) {
+    Json nj;
+    nj["target"] = n->target;
+    nj["inputs"] = Json::array();
+    for (const auto& in : n->inputs) {
+      Json na{{"name", in.name}, {"arg", argJson(in.arg)}};
+      na["kind"] = in.kind ? Json(*in.kind) : Json();
+      nj["inputs"].push_back(std::move(na));
+    }
+    nj["outputs"] = Json::array();
+    for (const auto& out : n->outputs) nj["outputs"].push_back(argJson(out));
+    nj["metadata"] = Json::object();
+    for (const auto& [k, v] : n->metadata) nj["metadata"][k] = v;
+    nj["is_hop_single_tensor_return"] = n->isHopSingleTensorReturn ? Json(*n->isHopSingleTensorReturn) : Json();
+    nj["name"] = n->name ? Json(*n->name) : Json();
+    j["nodes"].push_back(std::move(nj));
+  }
+  Json tensors = Json::object(), symInts = Json::object(), symBools = Json::object(),
+       symFloats = Json::object(), objs = Json::object();
+  for (const auto& v : g.values) {
+    switch (v->kind) {
+      case ValueKind::Tensor: if (v->meta) tensors[v->name] = serializeTensorMeta(*v->meta); break;
+      case ValueKind::SymInt: if (!v->symMeta.is_null()) symInts[v->name] = v->symMeta; break;
+      case ValueKind::SymBool: if (!v->symMeta.is_null()) symBools[v->name] = v->symMeta; break;
+      case ValueKind::SymFloat: if (!v->symMeta.is_null()) symFloats[v->name] = v->symMeta; break;
+      case ValueKind::CustomObj: if (!v->symMeta.is_null()) objs[v->name] = v->symMeta; break;
+    }
+  }
+  j["tensor_values"] = std::move(tensors);
+  j["sym_int_values"] = std::move(symInts);
+  j["sym_bool_values"] = std::move(symBools);
+  j["sym_float_values"] = std::move(symFloats);
+  j["custom_obj_values"] = std::move(objs);
+  j["is_single_tensor_return"] = g.isSingleTensorReturn;
+  return j;
+}
+
+Json nameOnly(const Argument& a) {
+  if (a.tag == ArgTag::CustomObj) return Json{{"name", a.value()->name}, {"class_fqn", a.name}};
+  return Json{{"name", a.value()->name}};
+}
+
+}  // namespace
+
+ir::TensorMeta parseTensorMeta(const Json& j, const std::string& w) {
+  ir::TensorMeta m;
+  m.dtype = static_cast<int>(integer(field(j, "dtype", w), w + ".dtype"));
+  if (!ir::dtypeInfo(m.dtype)) invalidInput(w + ".dtype", "unknown dtype code " + std::to_string(m.dtype));
+  const Json& sizes = field(j, "sizes", w);
+  expectArray(sizes, w + ".sizes");
+  for (size_t i = 0; i < sizes.size(); ++i) m.sizes.push_back(parseSymInt(sizes[i], w + ".sizes[" + std::to_string(i) + "]"));
+  if (has(j, "strides")) {
+    const Json& strides = j["strides"];
+    expectArray(strides, w + ".strides");
+    for (size_t i = 0; i < strides.size(); ++i) m.strides.push_back(parseSymInt(strides[i], w + ".strides[" + std::to_string(i) + "]"));
+  }
+  if (has(j, "storage_offset")) m.storageOffset = parseSymInt(j["storage_offset"], w + ".storage_offset");
+  m.requiresGrad = j.value("requires_grad", false);
+  if (has(j, "device")) {
+    m.device.type = str(field(j["device"], "type", w + ".device"), w + ".device.type");
+    if (has(j["device"], "index")) m.device.index = integer(j["device"]["index"], w + ".device.index");
+  }
+  if (has(j, "layout")) m.layout = static_cast<int>(integer(j["layout"], w + ".layout"));
+  return m;
+}
+
+Json serializeTensorMeta(const ir::TensorMeta& m) {
+  Json j;
+  j["dtype"] = m.dtype;
+  j["sizes"] = Json::array();
+  for (const auto& s : m.sizes) j["sizes"].push_back(serializeSymInt(s));
+  j["requires_grad"] = m.requiresGrad;
+  j["device"] = Json{{"type", m.device.type}, {"index", m.device.index ? Json(*m.device.index) : Json()}};
+  j["strides"] = Json::array();
+  for (const auto& s : m.strides) j["strides"].push_back(serializeSymInt(s));
+  j["storage_offset"] = serializeSymInt(m.storageOffset);
+  j["layout"] = m.layout;
+  return j;
+}
+
+ir::Program parseProgram(const Json& j) {
+  ir::Program p;
+  if (!j.is_object()) invalidInput("", "the program must be a JSON object");
+  const Json& version = field(j, "schema_version", "schema_version");
+  p.schemaMajor = static_cast<int>(integer(field(version, "major", "schema_version"), "schema_version.major"));
+  p.schemaMinor = static_cast<int>(integer(field(version, "minor", "schema_version"), "schema_version.minor"));
+  if (p.schemaMajor != kSchemaMajor)
+    invalidInput("schema_version.major", "unsupported schema major version " + std::to_string(p.schemaMajor) +
+                                              " (pipecut reads major " + std::to_string(kSchemaMajor) + ")");
+  p.torchVersion = j.value("torch_version", "");
+  if (has(j, "opset_version")) p.opsetVersion = j["opset_version"];
+  if (has(j, "range_constraints")) p.rangeConstraints = j["range_constraints"];
+  if (has(j, "verifiers")) p.verifiers = j["verifiers"];
+  if (has(j, "guards_code")) p.guardsCode = j["guards_code"];
+
+  const Json& gm = field(j, "graph_module", "graph_module");
+  GraphReader("graph_module.graph").read(field(gm, "graph", "graph_module"), p.graph);
+  if (has(gm, "metadata")) p.graphModuleMetadata = gm["metadata"];
+  if (has(gm, "treespec_namedtuple_fields")) p.treespecNamedtupleFields = gm["treespec_namedtuple_fields"];
+
+  const std::string ws = "graph_module.signature";
+  const Json& sig = field(gm, "signature", "graph_module");
+  const Json& ins = field(sig, "input_specs", ws);
+  expectArray(ins, ws + ".input_specs");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    std::string w = ws + ".input_specs[" + std::to_string(i) + "]";
+    const Json& s = ins[i];
+    if (!s.is_object() || s.size() != 1) invalidInput(w, "an InputSpec must have exactly one key");
+    const std::string& key = s.begin().key();
+    const Json& b = s.begin().value();
+    std::string wk = w + "." + key;
+    ir::InputSpec spec;
+    if (key == "user_input") {
+      spec.kind = ir::InputKind::UserInput;
+      spec.arg = signatureArgument(p.graph, field(b, "arg", wk), wk + ".arg");
+    } else if (key == "parameter") {
+      spec.kind = ir::InputKind::Parameter;
+      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
+      spec.target = str(field(b, "parameter_name", wk), wk + ".parameter_name");
+    } else if (key == "buffer") {
+      spec.kind = ir::InputKind::Buffer;
+      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
+      spec.target = str(field(b, "buffer_name", wk), wk + ".buffer_name");
+      spec.persistent = b.value("persistent", true);
+    } else if (key == "tensor_constant") {
+      spec.kind = ir::InputKind::TensorConstant;
+      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
+      spec.target = str(field(b, "tensor_constant_name", wk), wk + ".tensor_constant_name");
+    } else if (key == "custom_obj") {
+      spec.kind = ir::InputKind::CustomObj;
+      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::CustomObj, wk + ".arg");
+      spec.target = str(field(b, "custom_obj_name", wk), wk + ".custom_obj_name");
+    } else if (key == "constant_input") {
+      spec.kind = ir::InputKind::ConstantInput;
+      spec.target = str(field(b, "name", wk), wk + ".name");
+      spec.constantValue = field(b, "value", wk);
+    } else if (key == "token") {
+      spec.kind = ir::InputKind::Token;
+      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
+    } else {
+      invalidInput(w, "unknown InputSpec variant '" + key + "'");
+    }
+    p.inputSpecs.push_back(std::move(spec));
+  }
+
+  const Json& outs = field(sig, "output_specs", ws);
+  expectArray(outs, ws + ".output_specs");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::string w = ws + ".output_specs[" + std::to_string(i) + "]";
+    const Json& s = outs[i];
+    if (!s.is_object() || s.size() != 1) invalidInput(w, "an OutputSpec must have exactly one key");
+    const std::string& key = s.begin().key();
+    const Json& b = s.begin().value();
+    std::string wk = w + "." + key;
+    ir::OutputSpec spec;
+    static const std::pair<const char*, std::pair<ir::OutputKind, const char*>> kinds[] = {
+        {"loss_output", {ir::OutputKind::LossOutput, nullptr}},
+        {"buffer_mutation", {ir::OutputKind::BufferMutation, "buffer_name"}},
+        {"gradient_to_parameter", {ir::OutputKind::GradientToParameter, "parameter_name"}},
+        {"gradient_to_user_input", {ir::OutputKind::GradientToUserInput, "user_input_name"}},
+        {"user_input_mutation", {ir::OutputKind::UserInputMutation, "user_input_name"}},
+        {"token", {ir::OutputKind::Token, nullptr}},
+        {"parameter_mutation", {ir::OutputKind::ParameterMutation, "parameter_name"}},
+    };
+    if (key == "user_output") {
+      spec.kind = ir::OutputKind::UserOutput;
+      spec.arg = signatureArgument(p.graph, field(b, "arg", wk), wk + ".arg");
+    } else {
+      bool known = false;
+      for (const auto& [k, info] : kinds) {
+        if (key != k) continue;
+        known = true;
+        spec.kind = info.first;
+        spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
+        if (info.second) spec.target = str(field(b, info.second, wk), wk + "." + info.second);
+      }
+      if (!known) invalidInput(w, "unknown OutputSpec variant '" + key + "'");
+    }
+    p.outputSpecs.push_back(std::move(spec));
+  }
+
+  if (has(gm, "module_call_graph")) {
+    const Json& mcg = gm["module_call_graph"];
+    expectArray(mcg, "graph_module.module_call_graph");
+    for (size_t i = 0; i < mcg.size(); ++i) {
+      std::string w = "graph_module.module_call_graph[" + std::to_string(i) + "]";
+      ir::ModuleCallEntry e;
+      e.fqn = str(field(mcg[i], "fqn", w), w + ".fqn");
+      e.signature = mcg[i].value("signature", Json());
+      p.moduleCallGraph.push_back(std::move(e));
+    }
+  }
+  return p;
+}
+
+Json serializeProgram(const ir::Program& p) {
+  Json sig;
+  sig["input_specs"] = Json::array();
+  for (const auto& s : p.inputSpecs) {
+    Json b;
+    switch (s.kind) {
+      case ir::InputKind::UserInput: b["arg"] = argJson(s.arg); break;
+      case ir::InputKind::Parameter: b = {{"arg", nameOnly(s.arg)}, {"parameter_name", s.target}}; break;
+      case ir::InputKind::Buffer:
+        b = {{"arg", nameOnly(s.arg)}, {"buffer_name", s.target}, {"persistent", s.persistent.value_or(true)}};
+        break;
+      case ir::InputKind::TensorConstant: b = {{"arg", nameOnly(s.arg)}, {"tensor_constant_name", s.target}}; break;
+      case ir::InputKind::CustomObj: b = {{"arg", nameOnly(s.arg)}, {"custom_obj_name", s.target}}; break;
+      case ir::InputKind::ConstantInput: b = {{"name", s.target}, {"value", s.constantValue}}; break;
+      case ir::InputKind::Token: b = {{"arg", nameOnly(s.arg)}}; break;
+    }
+    sig["input_specs"].push_back(Json{{ir::inputKindKey(s.kind), std::move(b)}});
+  }
+  sig["output_specs"] = Json::array();
+  for (const auto& s : p.outputSpecs) {
+    Json b;
+    switch (s.kind) {
+      case ir::OutputKind::UserOutput: b["arg"] = argJson(s.arg); break;
+      case ir::OutputKind::LossOutput: case ir::OutputKind::Token: b["arg"] = nameOnly(s.arg); break;
+      case ir::OutputKind::BufferMutation: b = {{"arg", nameOnly(s.arg)}, {"buffer_name", s.target}}; break;
+      case ir::OutputKind::GradientToParameter: case ir::OutputKind::ParameterMutation:
+        b = {{"arg", nameOnly(s.arg)}, {"parameter_name", s.target}};
+        break;
+      case ir::OutputKind::GradientToUserInput: case ir::OutputKind::UserInputMutation:
+        b = {{"arg", nameOnly(s.arg)}, {"user_input_name", s.target}};
+        break;
+    }
+    sig["output_specs"].push_back(Json{{ir::outputKindKey(s.kind), std::move(b)}});
+  }
+  Json mcg = Json::array();
+  for (const auto& e : p.moduleCallGraph) mcg.push_back(Json{{"fqn", e.fqn}, {"signature", e.signature}});
+
+  Json gm;
+  gm["graph"] = serializeGraph(p.graph);
+  gm["signature"] = std::move(sig);
+  gm["module_call_graph"] = std::move(mcg);
+  gm["metadata"] = p.graphModuleMetadata;
+  gm["treespec_namedtuple_fields"] = p.treespecNamedtupleFields;
+
+  Json j;
+  j["graph_module"] = std::move(gm);
+  j["opset_version"] = p.opsetVersion;
+  j["range_constraints"] = p.rangeConstraints;
+  j["schema_version"] = Json{{"major", p.schemaMajor}, {"minor", p.schemaMinor}};
+  j["verifiers"] = p.verifiers;
+  j["torch_version"] = p.torchVersion;
+  j["guards_code"] = p.guardsCode;
+  return j;
+}
+
+std::string dumpJson(const Json& j) {
+  // ensure_ascii off, as torch writes UTF-8; error_handler strict: invalid UTF-8
+  // never reaches here because parsing rejected it.
+  return j.dump(-1, ' ', false, Json::error_handler_t::strict);
+}
+
+}  // namespace pipecut::pt2

@@ -1,0 +1,128 @@
+#include "pt2/zip_archive.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
+
+#include "support/error.h"
+
+namespace pipecut::pt2 {
+
+namespace {
+std::string firstLine(const std::string& s) {
+  std::string line = s.substr(0, s.find('\n'));
+  return line.size() > 200 ? line.substr(0, 200) + "..." : line;
+}
+}  // namespace
+
+struct ArchiveReader::Impl {
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+};
+
+std::shared_ptr<ArchiveReader> ArchiveReader::open(const std::string& path) {
+  auto fail = [&](const std::string& msg) -> void { throw Error(ErrorKind::InvalidInput, path, "", msg); };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(std::string("cannot open: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail("is a directory, expected a .pt2 file");
+  if (st.st_size == 0) fail("empty file, expected a .pt2 zip archive");
+
+  std::shared_ptr<ArchiveReader> a(new ArchiveReader());
+  a->path_ = path;
+  a->impl_ = std::make_unique<Impl>();
+  try {
+    a->impl_->reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    if (msg.find("not in a subdirectory") != std::string::npos) {
+      fail("zip archive without a top folder: this is the torch <= 2.7 layout "
+           "(serialized_exported_program.json at the root), which pipecut does not read; "
+           "re-save the program with torch >= 2.9");
+    }
+    fail("not a valid .pt2 zip archive (truncated or not a zip file): " + firstLine(msg));
+  }
+  auto& r = *a->impl_->reader;
+  std::vector<std::string> names;
+  try {
+    names = r.getAllRecords();
+  } catch (const c10::Error& e) {
+    fail("unreadable zip directory: " + firstLine(e.what_without_backtrace()));
+  }
+  std::sort(names.begin(), names.end());
+  a->records_ = std::move(names);
+
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) fail(std::string("cannot map: ") + std::strerror(errno));
+  a->map_ = static_cast<const uint8_t*>(m);
+  a->mapSize_ = static_cast<size_t>(st.st_size);
+  return a;
+}
+
+ArchiveReader::~ArchiveReader() {
+  if (map_) ::munmap(const_cast<uint8_t*>(map_), mapSize_);
+}
+
+bool ArchiveReader::has(const std::string& name) const {
+  return std::binary_search(records_.begin(), records_.end(), name);
+}
+
+size_t ArchiveReader::size(const std::string& name) const {
+  try {
+    return impl_->reader->getRecordSize(name);
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput, path_, name, "unreadable record: " + firstLine(e.what_without_backtrace()));
+  }
+}
+
+ByteView ArchiveReader::bytes(const std::string& name) const {
+  if (!has(name)) throw Error(ErrorKind::InvalidInput, path_, name, "missing record");
+  size_t offset = 0, n = 0;
+  try {
+    offset = impl_->reader->getRecordOffset(name);
+    n = impl_->reader->getRecordSize(name);
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput, path_, name, "unreadable record: " + firstLine(e.what_without_backtrace()));
+  }
+  if (offset > mapSize_ || n > mapSize_ - offset)
+    throw Error(ErrorKind::InvalidInput, path_, name, "record extends past the end of the file (truncated archive)");
+  return ByteView{map_ + offset, n};
+}
+
+struct ArchiveWriter::Impl {
+  std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> writer;
+};
+
+ArchiveWriter::ArchiveWriter(std::function<size_t(const void*, size_t)> sink) : impl_(std::make_unique<Impl>()) {
+  impl_->writer = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(std::move(sink));
+  // torch's PT2 archive writer asks for container version 6; match it.
+  impl_->writer->setMinVersion(6);
+}
+
+ArchiveWriter::~ArchiveWriter() = default;
+
+void ArchiveWriter::add(const std::string& name, const void* data, size_t size) {
+  try {
+    impl_->writer->writeRecord(name, data, size);
+  } catch (const c10::Error& e) {
+    internalError(name, "writing record failed: " + firstLine(e.what_without_backtrace()));
+  }
+}
+
+void ArchiveWriter::finish() {
+  try {
+    impl_->writer->writeEndOfFile();
+  } catch (const c10::Error& e) {
+    internalError("", "finishing archive failed: " + firstLine(e.what_without_backtrace()));
+  }
+}
+
+}  // namespace pipecut::pt2

@@ -1,0 +1,66 @@
+#pragma once
+// The .pt2 container: a zip written by PyTorch's stream writer, every record
+// under one top folder, stored uncompressed and 64-byte aligned. This is the
+// only part of the core that touches LibTorch (its zip reader/writer), and it
+// keeps torch's types out of this header.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pipecut::pt2 {
+
+// A read-only view of record bytes; valid while the ArchiveReader lives.
+struct ByteView {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  std::string_view str() const { return {reinterpret_cast<const char*>(data), size}; }
+};
+
+class ArchiveReader {
+ public:
+  // Throws pipecut::Error (InvalidInput) for a missing, empty, truncated or
+  // non-zip file, and names the torch <= 2.7 layout when it sees it.
+  static std::shared_ptr<ArchiveReader> open(const std::string& path);
+  ~ArchiveReader();
+
+  const std::string& path() const { return path_; }
+  const std::string& topFolder() const { return top_; }
+  // Record names relative to the top folder, sorted.
+  const std::vector<std::string>& records() const { return records_; }
+  bool has(const std::string& name) const;
+  size_t size(const std::string& name) const;
+  // Zero-copy: the file is memory-mapped, and records are stored uncompressed.
+  ByteView bytes(const std::string& name) const;
+  std::string text(const std::string& name) const { return std::string(bytes(name).str()); }
+
+ private:
+  ArchiveReader() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_, top_;
+  std::vector<std::string> records_;
+  const uint8_t* map_ = nullptr;
+  size_t mapSize_ = 0;
+};
+
+// Writes records to a stream function; the top folder is always "archive"
+// (what torch itself uses for in-memory archives), so the bytes do not depend
+// on the output file's name.
+class ArchiveWriter {
+ public:
+  explicit ArchiveWriter(std::function<size_t(const void*, size_t)> sink);
+  ~ArchiveWriter();
+  void add(const std::string& name, const void* data, size_t size);
+  void add(const std::string& name, std::string_view text) { add(name, text.data(), text.size()); }
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pipecut::pt2

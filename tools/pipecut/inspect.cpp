@@ -1,0 +1,258 @@
+// `pipecut inspect`: what a person (or a script, with --json) needs to know
+// before cutting a program: versions, the calling convention, operators,
+// higher-order regions and the module tree with sizes.
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "commands.h"
+#include "ir/module_tree.h"
+#include "ir/verifier.h"
+#include "pt2/package.h"
+#include "pt2/program_json.h"
+#include "support/error.h"
+
+namespace pipecut::cli {
+
+namespace {
+
+using ir::Json;
+
+std::string humanBytes(uint64_t b) {
+  char buf[32];
+  if (b < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  else if (b < (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
+}
+
+std::string argSummary(const ir::Argument& a) {
+  if (a.tag == ir::ArgTag::Graph) return "<graph " + a.name + ">";
+  if (a.isValue()) return a.value()->name;
+  if (!a.literal.is_null()) return a.literal.dump();
+  return ir::argTagKey(a.tag);
+}
+
+struct Io {
+  std::string name, kind, dtype, shape;
+};
+
+Json ioJson(const Io& io) { return Json{{"name", io.name}, {"kind", io.kind}, {"dtype", io.dtype}, {"shape", io.shape}}; }
+
+Io describeValue(const ir::Argument& a, const std::string& kind) {
+  Io io;
+  io.kind = kind;
+  if (a.isValue()) {
+    io.name = a.value()->name;
+    if (a.value()->meta) {
+      io.dtype = ir::dtypeInfo(a.value()->meta->dtype)->torchName;
+      io.shape = a.value()->meta->shapeStr();
+    } else {
+      io.dtype = ir::valueKindName(a.value()->kind);
+    }
+  } else {
+    io.name = argSummary(a);
+    io.dtype = "constant";
+  }
+  return io;
+}
+
+struct Region {
+  std::string op, node, module, args;
+  size_t bodyNodes = 0;
+  int depth = 0;
+};
+
+void collect(const ir::Graph& g, int depth, std::map<std::string, size_t>& ops, std::vector<Region>& regions) {
+  for (const auto& n : g.nodes) {
+    ops[n->opName()]++;
+    if (!n->isHigherOrder()) continue;
+    Region r;
+    r.op = n->opName().substr(std::string("higher_order.").size());
+    r.node = n->label();
+    r.module = n->modulePath();
+    r.depth = depth;
+    std::string args;
+    for (const auto& in : n->inputs) {
+      if (in.arg.tag == ir::ArgTag::Graph) break;  // operands follow the body
+      if (!args.empty()) args += ", ";
+      args += argSummary(in.arg);
+    }
+    r.args = args;
+    for (const ir::Graph* sub : n->subgraphs()) r.bodyNodes += sub->nodeCountRecursive();
+    regions.push_back(r);
+    for (const ir::Graph* sub : n->subgraphs()) collect(*sub, depth + 1, ops, regions);
+  }
+}
+
+std::string dotId(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const std::string& path) {
+  const ir::Graph& g = pkg.program.graph;
+  std::map<std::string, std::vector<const ir::Node*>> byModule;
+  for (const auto& n : g.nodes) byModule[n->modulePath()].push_back(n.get());
+  std::ostringstream os;
+  os << "digraph program {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
+  std::set<const ir::Value*> userInputs;
+  for (const auto& s : pkg.program.inputSpecs)
+    if (s.kind == ir::InputKind::UserInput && s.arg.isValue()) {
+      userInputs.insert(s.arg.value());
+      os << "  " << dotId("in:" + s.arg.value()->name) << " [shape=ellipse, label=" << dotId(s.arg.value()->name) << "];\n";
+    }
+  int cluster = 0;
+  std::function<void(const ir::ModuleInfo&, int)> emit = [&](const ir::ModuleInfo& m, int indent) {
+    std::string pad(static_cast<size_t>(indent) * 2, ' ');
+    bool isRoot = m.path.empty();
+    if (!isRoot) {
+      os << pad << "subgraph cluster_" << cluster++ << " {\n" << pad << "  label="
+         << dotId(m.path + (m.type.empty() ? "" : " (" + m.type.substr(m.type.rfind('.') + 1) + ")")) << ";\n";
+    }
+    for (const ir::Node* n : byModule[m.path]) {
+      os << pad << "  " << dotId(n->label()) << " [label=" << dotId(n->label() + "\\n" + n->opName());
+      if (n->isHigherOrder()) os << ", style=filled, fillcolor=lightyellow";
+      os << "];\n";
+    }
+    for (const auto& c : m.children) emit(tree.modules().at(c), indent + 1);
+    if (!isRoot) os << pad << "}\n";
+  };
+  emit(tree.root(), 0);
+  for (const auto& n : g.nodes) {
+    std::set<std::string> seen;
+    n->forEachInputValue([&](ir::Value* v) {
+      std::string from;
+      if (v->producer) from = v->producer->label();
+      else if (userInputs.count(v)) from = "in:" + v->name;
+      else return;
+      if (seen.insert(from).second) os << "  " << dotId(from) << " -> " << dotId(n->label()) << ";\n";
+    });
+  }
+  os << "  out [shape=ellipse, label=\"outputs\"];\n";
+  for (const auto& o : g.outputs)
+    o.forEachValue([&](ir::Value* v) {
+      if (v->producer) os << "  " << dotId(v->producer->label()) << " -> out;\n";
+    });
+  os << "}\n";
+  pt2::writeFileAtomically(path, [&](const auto& sink) {
+    std::string text = os.str();
+    sink(text.data(), text.size());
+  });
+}
+
+}  // namespace
+
+int runInspect(const InspectOptions& o) {
+  pt2::Package pkg = pt2::readPackage(o.model);
+  const ir::Program& p = pkg.program;
+
+  std::vector<Io> inputs, outputs;
+  std::vector<std::pair<std::string, uint64_t>> tensors;
+  uint64_t paramBytes = 0, bufferBytes = 0, constantBytes = 0;
+  size_t nParams = 0, nBuffers = 0, nConstants = 0;
+  auto bytesOf = [&](const std::string& fqn) -> uint64_t {
+    if (auto it = pkg.weights.find(fqn); it != pkg.weights.end()) return it->second.logicalBytes();
+    if (auto it = pkg.constants.find(fqn); it != pkg.constants.end()) return it->second.logicalBytes();
+    return 0;
+  };
+  for (const auto& s : p.inputSpecs) {
+    switch (s.kind) {
+      case ir::InputKind::UserInput: inputs.push_back(describeValue(s.arg, "user_input")); break;
+      case ir::InputKind::ConstantInput: inputs.push_back(Io{s.target, "constant_input", "constant", s.constantValue.dump()}); break;
+      case ir::InputKind::Parameter: ++nParams; paramBytes += bytesOf(s.target); tensors.emplace_back(s.target, bytesOf(s.target)); break;
+      case ir::InputKind::Buffer: ++nBuffers; bufferBytes += bytesOf(s.target); tensors.emplace_back(s.target, bytesOf(s.target)); break;
+      case ir::InputKind::TensorConstant: ++nConstants; constantBytes += bytesOf(s.target); break;
+      default: break;
+    }
+  }
+  for (const auto& s : p.outputSpecs) outputs.push_back(describeValue(s.arg, ir::outputKindKey(s.kind)));
+
+  std::map<std::string, size_t> ops;
+  std::vector<Region> regions;
+  collect(p.graph, 0, ops, regions);
+  ir::ModuleTree tree = ir::ModuleTree::build(p, tensors);
+
+  std::string verified = "ok";
+  try {
+    ir::verify(p);
+  } catch (const Error& e) {
+    verified = e.what();
+  }
+  std::string dialect = p.verifiers.is_array() && !p.verifiers.empty() ? p.verifiers[0].get<std::string>() : "";
+
+  if (!o.dotFile.empty()) writeDot(pkg, tree, o.dotFile);
+
+  if (o.json) {
+    Json j;
+    j["file"] = o.model;
+    j["torch_version"] = p.torchVersion;
+    j["schema_version"] = Json{{"major", p.schemaMajor}, {"minor", p.schemaMinor}};
+    j["dialect"] = dialect;
+    j["inputs"] = Json::array();
+    for (const auto& io : inputs) j["inputs"].push_back(ioJson(io));
+    j["outputs"] = Json::array();
+    for (const auto& io : outputs) j["outputs"].push_back(ioJson(io));
+    j["parameters"] = Json{{"count", nParams}, {"bytes", paramBytes}};
+    j["buffers"] = Json{{"count", nBuffers}, {"bytes", bufferBytes}};
+    j["constants"] = Json{{"count", nConstants}, {"bytes", constantBytes}};
+    j["nodes"] = Json{{"top_level", p.graph.nodes.size()}, {"total", p.graph.nodeCountRecursive()}};
+    j["verified"] = verified;
+    j["operators"] = Json::object();
+    for (const auto& [op, n] : ops) j["operators"][op] = n;
+    j["higher_order_regions"] = Json::array();
+    for (const auto& r : regions)
+      j["higher_order_regions"].push_back(Json{{"op", r.op}, {"node", r.node}, {"module", r.module},
+                                               {"args", r.args}, {"body_nodes", r.bodyNodes}, {"depth", r.depth}});
+    j["modules"] = Json::array();
+    for (const auto& [m, depth] : tree.preorder())
+      j["modules"].push_back(Json{{"path", m->path}, {"type", m->type}, {"depth", depth},
+                                  {"nodes", m->totalNodes}, {"own_nodes", m->ownNodes},
+                                  {"param_bytes", m->totalParamBytes}, {"own_param_bytes", m->ownParamBytes}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::ostream& os = std::cout;
+  os << o.model << "\n";
+  os << "  torch " << p.torchVersion << ", schema " << p.schemaMajor << "." << p.schemaMinor;
+  if (!dialect.empty()) os << ", dialect " << dialect;
+  os << "\n  inputs:\n";
+  for (const auto& io : inputs) os << "    " << io.name << "  " << io.dtype << " " << io.shape << "\n";
+  os << "  outputs:\n";
+  for (const auto& io : outputs)
+    os << "    " << io.name << "  " << io.dtype << " " << io.shape << (io.kind == "user_output" ? "" : "  (" + io.kind + ")") << "\n";
+  os << "  parameters: " << nParams << " (" << humanBytes(paramBytes) << "), buffers: " << nBuffers << " ("
+     << humanBytes(bufferBytes) << "), constants: " << nConstants << " (" << humanBytes(constantBytes) << ")\n";
+  os << "  nodes: " << p.graph.nodeCountRecursive() << " (" << p.graph.nodes.size() << " top level); verified: "
+     << verified << "\n";
+  os << "  operators:\n";
+  for (const auto& [op, n] : ops) os << "    " << op << "  " << n << "\n";
+  if (!regions.empty()) {
+    os << "  higher-order regions:\n";
+    for (const auto& r : regions)
+      os << "    " << std::string(static_cast<size_t>(r.depth) * 2, ' ') << r.op << "(" << r.args << ") node '" << r.node
+         << "' in " << (r.module.empty() ? "(root)" : r.module) << ": " << r.bodyNodes << " nodes\n";
+  }
+  os << "  modules (nodes, parameter bytes):\n";
+  for (const auto& [m, depth] : tree.preorder()) {
+    std::string type = m->type.empty() ? "" : m->type.substr(m->type.rfind('.') + 1);
+    os << "    " << std::string(static_cast<size_t>(depth) * 2, ' ') << (m->path.empty() ? "(root)" : m->path);
+    if (!type.empty()) os << " " << type;
+    os << "  nodes " << m->totalNodes << "  params " << m->totalParamBytes << " B";
+    if (m->totalParamBytes >= 1024) os << " (" << humanBytes(m->totalParamBytes) << ")";
+    os << "\n";
+  }
+  return 0;
+}
+
+}  // namespace pipecut::cli

@@ -1,0 +1,57 @@
+// pipecut: cut torch.export programs into pipeline stages.
+// Exit codes: 0 ok, 1 usage, 2 invalid input, 3 internal error.
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "support/error.h"
+
+int main(int argc, char** argv) {
+  using namespace pipecut;
+  CLI::App app{"pipecut: cut torch.export (.pt2) programs into pipeline stages"};
+  app.set_version_flag("--version", std::string("pipecut ") + PIPECUT_VERSION);
+  app.require_subcommand(1);
+
+  cli::InspectOptions inspect;
+  auto* ins = app.add_subcommand("inspect", "Describe a .pt2: versions, inputs and outputs, operators, "
+                                            "higher-order regions, the module tree with parameter bytes");
+  ins->add_option("model", inspect.model, "the .pt2 file")->required();
+  ins->add_flag("--json", inspect.json, "machine-readable output");
+  ins->add_option("--dot", inspect.dotFile, "also write a Graphviz drawing, one cluster per module");
+
+  cli::NormalizeOptions norm;
+  auto* nrm = app.add_subcommand("normalize", "Rewrite a .pt2 with placeholders first, a stable topological "
+                                              "order, duplicate attribute reads merged and dead code removed");
+  nrm->add_option("model", norm.model, "the .pt2 file")->required();
+  nrm->add_option("-o,--output", norm.output, "output .pt2 (written atomically)")->required();
+  nrm->add_flag("--module-contiguous", norm.moduleContiguous,
+                "keep each module call's nodes together where data flow allows");
+  nrm->add_flag("--verify-each", norm.verifyEach, "verify the graph after every pass");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "pipecut: " << e.what() << "\nRun with --help for more information.\n";
+    return 1;
+  }
+
+  try {
+    if (ins->parsed()) return cli::runInspect(inspect);
+    if (nrm->parsed()) return cli::runNormalize(norm);
+  } catch (const Error& e) {
+    std::cerr << "pipecut: " << (e.kind() == ErrorKind::Internal ? "internal error: " : "error: ") << e.what() << "\n";
+    return e.exitCode();
+  } catch (const std::exception& e) {
+    std::cerr << "pipecut: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 1;
+}
