@@ -68,7 +68,7 @@ bool reorder(ir::Graph& g) {
 }  // namespace
 
 Pass moduleContiguousPass() {
-  return {"module-contiguous", [](ir::Program& p) { return reorder(p.graph); }};
+  return {"module-contiguous", [](ir::Program& p) { return reorder(p.graph); }, true};
 }
 
 }  // namespace pipecut::passes

@@ -13,6 +13,7 @@ namespace pipecut::passes {
 struct Pass {
   std::string name;
   std::function<bool(ir::Program&)> run;  // returns whether it changed anything
+  bool establishesOrder = false;          // leaves nodes in topological order
 };
 
 struct PassRecord {

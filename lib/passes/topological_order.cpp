@@ -55,7 +55,7 @@ bool orderGraph(ir::Graph& g, const std::string& where) {
 }  // namespace
 
 Pass topologicalOrderPass() {
-  return {"topological-order", [](ir::Program& p) { return orderGraph(p.graph, "graph"); }};
+  return {"topological-order", [](ir::Program& p) { return orderGraph(p.graph, "graph"); }, true};
 }
 
 }  // namespace pipecut::passes
