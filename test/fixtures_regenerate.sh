@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# CI proof that the fixture generator still runs with the pinned torch, and that
+# what it makes checks out against its own references.
+set -euo pipefail
+py=$1 src=$2 out=$3
+rm -rf "$out"
+"$py" "$src/scripts/fixtures/generate.py" --out "$out"
+args=()
+for f in "$out"/*.pt2; do
+  name=$(basename "$f" .pt2)
+  [[ $name == *shuffled* ]] && continue
+  args+=("$f" "$out/$name.ref.safetensors")
+done
+"$py" "$src/scripts/check_pt2.py" "${args[@]}"

@@ -1,0 +1,123 @@
+// Whole-package reading and writing over the fixture zoo.
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "ir/verifier.h"
+#include "passes/pass_manager.h"
+#include "pt2/package.h"
+#include "support/error.h"
+#include "test_util.h"
+
+using namespace pipecut;
+
+namespace {
+
+std::string bytesOf(const pt2::Package& pkg) {
+  std::string out;
+  pt2::writePackage(pkg, [&](const void* d, size_t n) {
+    out.append(static_cast<const char*>(d), n);
+    return n;
+  });
+  return out;
+}
+
+void writeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("every fixture reads, verifies, and writes byte-stably", "[package]") {
+  auto names = test::fixtureNames();
+  REQUIRE(names.size() >= 10);
+  for (const auto& name : names) {
+    INFO(name);
+    pt2::Package pkg = pt2::readPackage(test::fixture(name));
+    if (name.find("shuffled") != std::string::npos) {
+      CHECK_THROWS(ir::verify(pkg.program));
+      continue;
+    }
+    ir::verify(pkg.program);
+    // write(read(x)) goes to disk for the torch.export.load check (torch_roundtrip).
+    std::string first = bytesOf(pkg);
+    std::string path = test::outPath("rewrite/" + name + ".pt2");
+    writeFile(path, first);
+    // write(read(write(read(x)))) == write(read(x))
+    pt2::Package again = pt2::readPackage(path);
+    ir::verify(again.program);
+    std::string second = bytesOf(again);
+    CHECK(first.size() == second.size());
+    CHECK(first == second);
+    CHECK(again.weights.size() <= pkg.weights.size());
+  }
+}
+
+TEST_CASE("a shuffled program normalizes to a verified graph in signature order", "[package]") {
+  pt2::Package pkg = pt2::readPackage(test::fixture("nograd_seed_shuffled"));
+  passes::PassManager pm;
+  passes::NormalizeOptions opts;
+  opts.verifyEach = true;
+  passes::addNormalizePipeline(pm, opts);
+  pm.run(pkg.program);
+  ir::verify(pkg.program);
+  for (size_t i = 0; i < pkg.program.inputSpecs.size(); ++i)
+    CHECK(pkg.program.graph.inputs[i].value() == pkg.program.inputSpecs[i].arg.value());
+  // Same graph as the unshuffled export once both are normalized.
+  pt2::Package plain = pt2::readPackage(test::fixture("nograd_seed"));
+  passes::PassManager pm2;
+  passes::addNormalizePipeline(pm2, opts);
+  pm2.run(plain.program);
+  std::vector<std::string> a, b;
+  for (const auto& n : pkg.program.graph.nodes) a.push_back(n->label());
+  for (const auto& n : plain.program.graph.nodes) b.push_back(n->label());
+  CHECK(a == b);
+}
+
+TEST_CASE("weights are references into the archive, and tied weights share a record", "[package]") {
+  pt2::Package pkg = pt2::readPackage(test::fixture("gpt2_tied"));
+  const auto& wte = pkg.weights.at("transformer.wte.weight");
+  const auto& head = pkg.weights.at("lm_head.weight");
+  CHECK(wte.data.source != nullptr);
+  CHECK(wte.data.inlineBytes.empty());
+  CHECK(wte.data.record == head.data.record);
+  CHECK(wte.logicalBytes() == 256u * 32u * 4u);
+  // After a rewrite the two names still point at one record.
+  std::string path = test::outPath("tied/gpt2_tied.pt2");
+  pt2::writePackageFile(pkg, path);
+  pt2::Package again = pt2::readPackage(path);
+  if (again.weights.count("transformer.wte.weight"))
+    CHECK(again.weights.at("transformer.wte.weight").data.record == again.weights.at("lm_head.weight").data.record);
+}
+
+TEST_CASE("non-persistent buffers and lifted constants come from the constants payload", "[package]") {
+  pt2::Package pkg = pt2::readPackage(test::fixture("cnn_bn"));
+  size_t buffers = 0, constants = 0, nonPersistent = 0;
+  for (const auto& s : pkg.program.inputSpecs) {
+    if (s.kind == ir::InputKind::Buffer) {
+      ++buffers;
+      if (!s.persistent.value_or(true)) {
+        ++nonPersistent;
+        CHECK(pkg.constants.count(s.target));
+      }
+    }
+    if (s.kind == ir::InputKind::TensorConstant) {
+      ++constants;
+      CHECK(pkg.constants.count(s.target));
+    }
+  }
+  CHECK(buffers == 13);
+  CHECK(nonPersistent == 1);
+  CHECK(constants == 1);
+}
+
+TEST_CASE("symbolic batch sizes are kept", "[package]") {
+  pt2::Package pkg = pt2::readPackage(test::fixture("dynamic_batch"));
+  const ir::Value* x = nullptr;
+  for (const auto& s : pkg.program.inputSpecs)
+    if (s.kind == ir::InputKind::UserInput) x = s.arg.value();
+  REQUIRE(x);
+  REQUIRE(x->meta);
+  CHECK(x->meta->sizes[0].isExpr);
+  CHECK(x->meta->shapeStr().rfind("[s77", 0) == 0);
+  CHECK(pkg.program.rangeConstraints.contains("s77"));
+}

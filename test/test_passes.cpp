@@ -1,0 +1,161 @@
+// Normalization passes on small hand-built graphs.
+#include <catch2/catch.hpp>
+
+#include "ir/verifier.h"
+#include "passes/pass_manager.h"
+#include "pt2/program_json.h"
+#include "support/error.h"
+#include "test_util.h"
+
+using namespace pipecut;
+using ir::Json;
+
+namespace {
+
+std::vector<std::string> order(const ir::Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& n : g.nodes) out.push_back(n->label());
+  return out;
+}
+
+ir::Program parse(const Json& j) { return pt2::parseProgram(j); }
+
+Json withParam(Json j, const std::string& placeholder, const std::string& fqn) {
+  Json& g = j["graph_module"]["graph"];
+  g["inputs"].insert(g["inputs"].begin(), Json{{"as_tensor", {{"name", placeholder}}}});
+  g["tensor_values"][placeholder] = g["tensor_values"]["x"];
+  auto& specs = j["graph_module"]["signature"]["input_specs"];
+  specs.insert(specs.begin(), Json{{"parameter", {{"arg", {{"name", placeholder}}}, {"parameter_name", fqn}}}});
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("topological order is stable and fixes out-of-order graphs", "[passes]") {
+  // c uses b, b uses a; d is independent and listed first.
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.relu.default", {"x"}, "d"),
+      test::tensorNode("torch.ops.aten.add.Tensor", {"b", "d"}, "out"),
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "a"),
+      test::tensorNode("torch.ops.aten.exp.default", {"a"}, "b"),
+  })));
+  CHECK_THROWS_WITH(ir::verify(p), Catch::Contains("node 'out' (aten.add.Tensor) uses value 'b' before its definition"));
+  ir::verify(p, ir::VerifyOptions{false});
+  passes::PassManager pm;
+  pm.add(passes::topologicalOrderPass());
+  pm.setVerifyEach(true);
+  pm.run(p);
+  CHECK(order(p.graph) == std::vector<std::string>{"d", "a", "b", "out"});
+  ir::verify(p);
+}
+
+TEST_CASE("a cycle is reported with a node on it", "[passes]") {
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.neg.default", {"b"}, "a"),
+      test::tensorNode("torch.ops.aten.neg.default", {"a"}, "b"),
+      test::tensorNode("torch.ops.aten.add.Tensor", {"b", "x"}, "out"),
+  })));
+  passes::PassManager pm;
+  pm.add(passes::topologicalOrderPass());
+  try {
+    pm.run(p);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidInput);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("cycle through node 'a'"));
+  }
+}
+
+TEST_CASE("dead code goes, side effects and used parameters stay", "[passes]") {
+  Json j = test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.mul.Tensor", {"x", "p_w"}, "used"),
+      test::tensorNode("torch.ops.aten.relu.default", {"x"}, "dead"),
+      test::tensorNode("torch.ops.aten.exp.default", {"dead"}, "dead2"),
+      test::tensorNode("torch.ops.aten.add_.Tensor", {"x", "x"}, "inplace"),
+      test::tensorNode("torch.ops.aten._assert_tensor_metadata.default", {"x"}, "check"),
+      test::tensorNode("torch.ops.mylib.custom.default", {"x"}, "custom"),
+      test::tensorNode("torch.ops.aten.bernoulli.p", {"x"}, "rng"),
+      test::tensorNode("torch.ops.aten.mul.Tensor", {"x", "p_unused"}, "dead3"),
+      test::tensorNode("torch.ops.aten.neg.default", {"used"}, "out"),
+  }));
+  j = withParam(withParam(j, "p_w", "w"), "p_unused", "unused");
+  ir::Program p = parse(j);
+  passes::PassManager pm;
+  pm.add(passes::deadCodePass());
+  pm.setVerifyEach(true);
+  pm.run(p);
+  CHECK(order(p.graph) == std::vector<std::string>{"used", "inplace", "check", "custom", "rng", "out"});
+  REQUIRE(p.inputSpecs.size() == 2);
+  CHECK(p.inputSpecs[0].target == "w");
+  CHECK(p.graph.find("p_unused") == nullptr);
+  CHECK(p.graph.find("dead") == nullptr);
+}
+
+TEST_CASE("duplicate attribute reads merge into one placeholder", "[passes]") {
+  Json j = test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.mul.Tensor", {"x", "p_w"}, "a"),
+      test::tensorNode("torch.ops.aten.mul.Tensor", {"a", "p_w_again"}, "out"),
+  }));
+  j = withParam(withParam(j, "p_w_again", "shared.weight"), "p_w", "shared.weight");
+  ir::Program p = parse(j);
+  passes::PassManager pm;
+  pm.add(passes::dedupeAttributesPass());
+  pm.setVerifyEach(true);
+  pm.run(p);
+  REQUIRE(p.inputSpecs.size() == 2);
+  CHECK(p.graph.inputs.size() == 2);
+  const ir::Node& out = *p.graph.nodes[1];
+  CHECK(out.inputs[1].arg.value()->name == "p_w");
+}
+
+TEST_CASE("placeholders follow the signature order", "[passes]") {
+  Json j = withParam(test::programJson(Json::array({
+                         test::tensorNode("torch.ops.aten.mul.Tensor", {"x", "p_w"}, "out")})),
+                     "p_w", "w");
+  auto& inputs = j["graph_module"]["graph"]["inputs"];
+  std::swap(inputs[0], inputs[1]);  // x first, the parameter second: disagrees with the specs
+  ir::Program p = parse(j);
+  CHECK_THROWS_WITH(ir::verify(p), Catch::Contains("does not match placeholder 0"));
+  passes::PassManager pm;
+  pm.add(passes::placeholderOrderPass());
+  pm.setVerifyEach(true);
+  pm.run(p);
+  CHECK(p.graph.inputs[0].value()->name == "p_w");
+  CHECK(p.graph.inputs[1].value()->name == "x");
+}
+
+TEST_CASE("module-contiguous order groups a module's nodes where data flow allows", "[passes]") {
+  const std::string A = "L__self__,,M;L__self___a,a,Block", B = "L__self__,,M;L__self___b,b,Block";
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "a1", A),
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "b1", B),
+      test::tensorNode("torch.ops.aten.exp.default", {"a1"}, "a2", A),
+      test::tensorNode("torch.ops.aten.exp.default", {"b1"}, "b2", B),
+      test::tensorNode("torch.ops.aten.add.Tensor", {"a2", "b2"}, "out"),
+  })));
+  passes::PassManager pm;
+  pm.add(passes::moduleContiguousPass());
+  pm.setVerifyEach(true);
+  pm.run(p);
+  CHECK(order(p.graph) == std::vector<std::string>{"a1", "a2", "b1", "b2", "out"});
+}
+
+TEST_CASE("verification after each pass names the pass that broke the graph", "[passes]") {
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "a"),
+      test::tensorNode("torch.ops.aten.neg.default", {"a"}, "out"),
+  })));
+  passes::PassManager pm;
+  pm.add({"broken", [](ir::Program& prog) {
+            std::swap(prog.graph.nodes[0], prog.graph.nodes[1]);
+            return true;
+          }});
+  pm.setVerifyEach(true);
+  try {
+    pm.run(p);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Internal);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("pass 'broken'") && Catch::Contains("uses value 'a' before"));
+  }
+}
