@@ -56,7 +56,8 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 
 // Helpers shared by passes.
 void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to);
-bool hasSideEffects(const ir::Node& node);
+bool hasSideEffects(const ir::Node& node);  // must not be removed (mutation, RNG, assertions)
+bool changesState(const ir::Node& node);    // must not be duplicated (mutation, RNG); assertions may be
 // Indices of the nodes in `g` that each node depends on (same scope only).
 std::vector<std::vector<size_t>> nodeDependencies(const ir::Graph& g);
 

@@ -18,4 +18,21 @@ struct NormalizeOptions {
 };
 int runNormalize(const NormalizeOptions& o);
 
+struct SplitOptions {
+  std::string model;
+  std::string spec;
+  std::string output;
+  std::string formats = "torchscript,pt2";
+  bool noRecompute = false;
+  bool preview = false;
+  std::string dotFile;
+  bool verifyEach = false;
+};
+int runSplit(const SplitOptions& o);
+
+struct VerifyOptions {
+  std::string dir;
+};
+int runVerify(const VerifyOptions& o);
+
 }  // namespace pipecut::cli

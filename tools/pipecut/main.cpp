@@ -30,8 +30,27 @@ int main(int argc, char** argv) {
                 "keep each module call's nodes together where data flow allows");
   nrm->add_flag("--verify-each", norm.verifyEach, "verify the graph after every pass");
 
+  cli::SplitOptions split;
+  auto* spl = app.add_subcommand("split", "Cut a .pt2 into pipeline stages: one TorchScript (.pt) and one .pt2 module per "
+                                          "stage plus a manifest of which value flows where");
+  spl->add_option("model", split.model, "the .pt2 file")->required();
+  spl->add_option("--spec", split.spec, "split spec (JSON): split_points, stages or split_after_nodes")->required();
+  auto* splOut = spl->add_option("-o,--output", split.output, "output directory (replaced atomically)");
+  spl->add_option("--format", split.formats, "comma-separated: torchscript, pt2")->capture_default_str();
+  spl->add_flag("--no-recompute", split.noRecompute,
+                "send every boundary value instead of recomputing cheap ones in the consuming stage");
+  spl->add_flag("--preview", split.preview, "print per-stage nodes, parameter bytes and boundary bytes; write nothing");
+  spl->add_option("--dot", split.dotFile, "write a Graphviz drawing of the stages and the values between them");
+  spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
+
+  cli::VerifyOptions verify;
+  auto* ver = app.add_subcommand("verify", "Check a split directory: files against the manifest's hashes, manifest against files");
+  ver->add_option("dir", verify.dir, "the directory written by pipecut split")->required();
+
   try {
     app.parse(argc, argv);
+    if (spl->parsed() && !split.preview && split.output.empty())
+      throw CLI::RequiredError(splOut->get_name() + " (or --preview)");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -46,6 +65,8 @@ int main(int argc, char** argv) {
   try {
     if (ins->parsed()) return cli::runInspect(inspect);
     if (nrm->parsed()) return cli::runNormalize(norm);
+    if (spl->parsed()) return cli::runSplit(split);
+    if (ver->parsed()) return cli::runVerify(verify);
   } catch (const Error& e) {
     std::cerr << "pipecut: " << (e.kind() == ErrorKind::Internal ? "internal error: " : "error: ") << e.what() << "\n";
     return e.exitCode();

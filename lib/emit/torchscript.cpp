@@ -1,0 +1,482 @@
+#include "emit/torchscript.h"
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/runtime/operator.h>
+#include <ATen/ATen.h>
+
+#include "emit/dtypes.h"
+#include "support/error.h"
+
+namespace pipecut::emit {
+
+namespace jit = torch::jit;
+using c10::IValue;
+
+namespace {
+
+// Export-time guards that only restate facts the tracer saw (dtype, device,
+// value ranges); they are no-ops for correct inputs and would pin stages to
+// the export device, so stages leave them out.
+bool isExportGuard(const std::string& target) {
+  return target == "torch.ops.aten._assert_tensor_metadata.default" ||
+         target == "torch.ops.aten._assert_scalar.default" ||
+         target.rfind("torch.ops.aten.sym_constrain_range", 0) == 0;
+}
+
+class Emitter {
+ public:
+  Emitter(const pt2::Package& pkg, std::string className)
+      : pkg_(pkg), cu_(std::make_shared<jit::CompilationUnit>()),
+        root_(c10::QualifiedName("__torch__.pipecut." + className), cu_, false),
+        graph_(std::make_shared<jit::Graph>()) {}
+
+  jit::Module build() {
+    const ir::Program& p = pkg_.program;
+    addTrainingAttr(root_);
+    self_ = graph_->addInput("self");
+    self_->setType(root_.type());
+    homeDevice_ = findHomeDevice(p);
+
+    for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
+      const ir::InputSpec& s = p.inputSpecs[i];
+      const ir::Value* v = s.arg.value();
+      switch (s.kind) {
+        case ir::InputKind::Parameter:
+        case ir::InputKind::Buffer:
+        case ir::InputKind::TensorConstant:
+          registerTensor(s);
+          env_[v] = attribute(s.target);
+          break;
+        case ir::InputKind::UserInput: {
+          if (!v) fail("signature.input_specs[" + std::to_string(i) + "]", "constant user inputs are not supported");
+          jit::Value* in = graph_->addInput(v->name);
+          in->setType(typeOf(*v));
+          env_[v] = in;
+          break;
+        }
+        default:
+          fail("signature.input_specs[" + std::to_string(i) + "]",
+               std::string("inputs of kind '") + ir::inputKindKey(s.kind) + "' are not supported in TorchScript");
+      }
+    }
+    makeRuntimeDevice();
+    emitGraph(p.graph);
+
+    std::vector<jit::Value*> results;
+    for (size_t k = 0; k < p.outputSpecs.size(); ++k) {
+      const ir::OutputSpec& s = p.outputSpecs[k];
+      jit::Value* v = env_.at(s.arg.value());
+      if (s.kind == ir::OutputKind::BufferMutation) {
+        // Apply the update to the buffer the stage owns, as ExportedProgram.module() does.
+        jit::Value* buffer = attribute(s.target);
+        graph_->insert(c10::Symbol::fromQualString("aten::copy_"), {buffer, v});
+        continue;
+      }
+      results.push_back(v);
+    }
+    jit::Value* tuple = graph_->insertNode(graph_->createTuple(results))->output();
+    graph_->registerOutput(tuple);
+    jit::EliminateDeadCode(graph_);
+    graph_->lint();
+
+    auto* fn = cu_->create_function(c10::QualifiedName(*root_.type()->name(), "forward"), graph_);
+    root_.type()->addMethod(fn);
+    root_.eval();
+    return root_;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& where, const std::string& msg) {
+    throw Error(ErrorKind::InvalidInput, "", where, msg);
+  }
+
+  static void addTrainingAttr(jit::Module& m) { m.register_attribute("training", c10::BoolType::get(), false); }
+
+  static c10::TypePtr typeOf(const ir::Value& v) {
+    switch (v.kind) {
+      case ir::ValueKind::Tensor: return c10::TensorType::get();
+      case ir::ValueKind::SymInt: return c10::IntType::get();
+      case ir::ValueKind::SymFloat: return c10::FloatType::get();
+      case ir::ValueKind::SymBool: return c10::BoolType::get();
+      default: return c10::AnyType::get();
+    }
+  }
+
+  static std::optional<ir::Device> findHomeDevice(const ir::Program& p) {
+    for (const auto& v : p.graph.values)
+      if (v->meta) return v->meta->device;
+    return std::nullopt;
+  }
+
+  // The module that owns `fqn`'s leaf, created on first use.
+  jit::Module& moduleFor(const std::string& path) {
+    if (path.empty()) return root_;
+    auto it = submodules_.find(path);
+    if (it != submodules_.end()) return it->second;
+    size_t dot = path.rfind('.');
+    std::string parent = dot == std::string::npos ? "" : path.substr(0, dot);
+    std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
+    jit::Module& up = moduleFor(parent);
+    std::string cls = *root_.type()->name() == c10::QualifiedName() ? "m" : root_.type()->name()->qualifiedName();
+    std::string mangled;
+    for (char c : path) mangled += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+    jit::Module sub(c10::QualifiedName(cls + ".m_" + mangled), cu_, false);
+    addTrainingAttr(sub);
+    up.register_module(leaf, sub);
+    return submodules_.emplace(path, sub).first->second;
+  }
+
+  void registerTensor(const ir::InputSpec& s) {
+    const pt2::StoredTensor* t = nullptr;
+    if (auto it = pkg_.weights.find(s.target); it != pkg_.weights.end()) t = &it->second;
+    else if (auto it2 = pkg_.constants.find(s.target); it2 != pkg_.constants.end()) t = &it2->second;
+    if (!t) fail(s.target, "no payload for this tensor");
+    if (registered_.count(s.target)) return;
+    at::Tensor value = loadTensor(*t);
+    size_t dot = s.target.rfind('.');
+    std::string owner = dot == std::string::npos ? "" : s.target.substr(0, dot);
+    std::string leaf = dot == std::string::npos ? s.target : s.target.substr(dot + 1);
+    jit::Module& m = moduleFor(owner);
+    if (s.kind == ir::InputKind::Parameter) m.register_parameter(leaf, value, false);
+    else m.register_buffer(leaf, value);
+    registered_.insert(s.target);
+  }
+
+  at::Tensor loadTensor(const pt2::StoredTensor& t) {
+    if (t.usePickle) fail(t.fqn, "pickled tensors (tensor subclasses) are not supported");
+    if (!t.meta) fail(t.fqn, "no tensor metadata");
+    const ir::TensorMeta& m = *t.meta;
+    std::vector<int64_t> sizes, strides;
+    for (const auto& s : m.sizes) {
+      if (s.isExpr) fail(t.fqn, "symbolic size in a parameter");
+      sizes.push_back(s.value);
+    }
+    for (const auto& s : m.strides) strides.push_back(s.value);
+    auto options = at::TensorOptions().dtype(toC10(m.dtype));
+    pt2::ByteView bytes = t.data.view();
+    at::Tensor out;
+    if (bytes.size == 0) {
+      out = at::zeros(sizes, options);
+    } else {
+      int64_t item = c10::elementSize(toC10(m.dtype));
+      at::Tensor flat = at::from_blob(const_cast<uint8_t*>(bytes.data), {static_cast<int64_t>(bytes.size) / item}, options);
+      out = flat.as_strided(sizes, strides, m.storageOffset.value).clone();
+    }
+    if (t.isParam && m.requiresGrad) out.set_requires_grad(true);
+    return out;
+  }
+
+  jit::Value* attribute(const std::string& fqn) {
+    auto it = attrs_.find(fqn);
+    if (it != attrs_.end()) return it->second;
+    jit::Value* cur = self_;
+    size_t start = 0;
+    std::string prefix;
+    while (true) {
+      size_t dot = fqn.find('.', start);
+      std::string part = fqn.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      prefix += (prefix.empty() ? "" : ".") + part;
+      auto cached = attrs_.find(prefix);
+      cur = cached != attrs_.end() ? cached->second : (attrs_[prefix] = graph_->insertGetAttr(cur, part));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    return cur;
+  }
+
+  // The device value stages compute with: the device of their first tensor
+  // input (or parameter), so a stage exported on CPU follows its inputs to a
+  // GPU. Made before any node so that it dominates every use.
+  void makeRuntimeDevice() {
+    if (!homeDevice_) return;
+    jit::Value* anchor = nullptr;
+    for (jit::Value* in : graph_->inputs())
+      if (in != self_ && in->type()->kind() == c10::TypeKind::TensorType) {
+        anchor = in;
+        break;
+      }
+    if (!anchor)
+      for (const auto& s : pkg_.program.inputSpecs)
+        if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
+            s.kind == ir::InputKind::TensorConstant) {
+          anchor = attribute(s.target);
+          break;
+        }
+    if (anchor) device_ = graph_->insert(c10::prim::device, {anchor});
+  }
+
+  void emitGraph(const ir::Graph& g) {
+    for (const auto& n : g.nodes) emitNode(*n);
+  }
+
+  void emitNode(const ir::Node& n) {
+    where_ = "node '" + n.label() + "' (" + n.opName() + ")";
+    if (isExportGuard(n.target)) return;
+    if (n.isHigherOrder()) return emitHigherOrder(n);
+    if (n.target.rfind("torch.ops.", 0) != 0) return emitSymOp(n);
+    std::string qual = n.opName();  // "aten.add.Tensor"
+    size_t d1 = qual.find('.'), d2 = qual.rfind('.');
+    if (d1 == std::string::npos || d1 == d2) fail(where_, "unrecognized operator target '" + n.target + "'");
+    std::string ns = qual.substr(0, d1), op = qual.substr(d1 + 1, d2 - d1 - 1), overload = qual.substr(d2 + 1);
+    if (ns == "aten" && op == "sym_size" && overload == "int") return emitRenamed(n, "aten::size", "int");
+    if (ns == "aten" && op == "sym_stride" && overload == "int") return emitRenamed(n, "aten::stride", "int");
+    if (ns == "aten" && op == "sym_numel") return emitRenamed(n, "aten::numel", "");
+    emitOperator(n, ns + "::" + op, overload == "default" ? "" : overload);
+  }
+
+  void emitRenamed(const ir::Node& n, const std::string& name, const std::string& overload) {
+    emitOperator(n, name, overload);
+  }
+
+  void emitOperator(const ir::Node& n, const std::string& name, const std::string& overload) {
+    std::shared_ptr<jit::Operator> op = jit::findOperatorFor(c10::OperatorName(name, overload));
+    if (!op) fail(where_, "operator " + name + (overload.empty() ? "" : "." + overload) + " has no TorchScript kernel");
+    const c10::FunctionSchema& schema = op->schema();
+    std::map<std::string, const ir::NamedArgument*> given;
+    for (const auto& in : n.inputs) given[in.name] = &in;
+    std::vector<jit::Value*> inputs;
+    std::vector<bool> scalarForTensor;  // a Python number passed where the schema says Tensor
+    for (const auto& a : schema.arguments()) {
+      auto it = given.find(a.name());
+      scalarForTensor.push_back(it != given.end() && a.type()->kind() == c10::TypeKind::TensorType &&
+                                isNumberLiteral(it->second->arg));
+      if (it != given.end()) {
+        inputs.push_back(convert(it->second->arg, a.type(), a.name()));
+        given.erase(it);
+      } else if (a.default_value()) {
+        inputs.push_back(graph_->insertConstant(*a.default_value()));
+      } else {
+        fail(where_, "argument '" + a.name() + "' of " + schema.name() + " is missing");
+      }
+    }
+    if (!given.empty()) fail(where_, "argument '" + given.begin()->first + "' is not in the schema of " + toString(schema));
+    jit::Node* jn = graph_->create(c10::Symbol::fromQualString(schema.name()), inputs, schema.returns().size());
+    for (size_t i = 0; i < schema.returns().size(); ++i) jn->output(i)->setType(schema.returns()[i].type());
+    graph_->insertNode(jn);
+    // The saved file names only "aten::add"; loaders pick the overload by
+    // argument types. Make sure that choice is the one the program named.
+    const jit::Operator* chosen = jn->maybeOperator();
+    if (!chosen || !sameOrScalarVariant(schema, chosen->schema(), scalarForTensor))
+      fail(where_, "TorchScript would resolve " + toString(schema) + " to " +
+                       (chosen ? toString(chosen->schema()) : std::string("no overload")));
+    bindOutputs(n, jn->outputs().vec());
+  }
+
+  static bool isNumberLiteral(const ir::Argument& a) {
+    return a.tag == ir::ArgTag::Int || a.tag == ir::ArgTag::Float || a.tag == ir::ArgTag::Bool;
+  }
+
+  // torch calls like aten.add.Tensor(x, 1) wrap the number as a "wrapped
+  // number" tensor, which promotes exactly like the Scalar overload
+  // TorchScript picks for it. Accept that substitution and nothing else.
+  static bool sameOrScalarVariant(const c10::FunctionSchema& want, const c10::FunctionSchema& got,
+                                  const std::vector<bool>& scalarForTensor) {
+    if (want.overload_name() == got.overload_name()) return true;
+    if (want.arguments().size() != got.arguments().size()) return false;
+    bool substituted = false;
+    for (size_t i = 0; i < want.arguments().size(); ++i) {
+      const auto& w = want.arguments()[i].type();
+      const auto& g = got.arguments()[i].type();
+      if (*w == *g) continue;
+      if (!scalarForTensor[i] || g->kind() != c10::TypeKind::NumberType) return false;
+      substituted = true;
+    }
+    return substituted;
+  }
+
+  static std::string toString(const c10::FunctionSchema& s) {
+    return s.name() + (s.overload_name().empty() ? "" : "." + s.overload_name());
+  }
+
+  // Maps a node's output Arguments onto emitted values.
+  void bindOutputs(const ir::Node& n, const std::vector<jit::Value*>& results) {
+    size_t r = 0;
+    for (const auto& out : n.outputs) {
+      if (r >= results.size()) fail(where_, "more outputs than the operator returns");
+      jit::Value* result = results[r++];
+      switch (out.tag) {
+        case ir::ArgTag::None: break;
+        case ir::ArgTag::Tensors: {
+          jit::Node* unpack = graph_->insertNode(graph_->createListUnpack(result, out.refs.size()));
+          for (size_t k = 0; k < out.refs.size(); ++k)
+            if (out.refs[k].value) env_[out.refs[k].value] = unpack->output(k);
+          break;
+        }
+        default:
+          if (out.refs.size() == 1 && out.refs[0].value) env_[out.refs[0].value] = result;
+      }
+    }
+  }
+
+  // Python-level symbolic integer arithmetic (_operator.mul, math.floor, ...).
+  void emitSymOp(const ir::Node& n) {
+    static const std::map<std::string, std::string> kOps = {
+        {"_operator.add", "aten::add"}, {"_operator.sub", "aten::sub"}, {"_operator.mul", "aten::mul"},
+        {"_operator.floordiv", "aten::floordiv"}, {"_operator.mod", "aten::remainder"},
+        {"_operator.truediv", "aten::div"}, {"_operator.eq", "aten::eq"}, {"_operator.ne", "aten::ne"},
+        {"_operator.lt", "aten::lt"}, {"_operator.le", "aten::le"}, {"_operator.gt", "aten::gt"},
+        {"_operator.ge", "aten::ge"}, {"_operator.neg", "aten::neg"}, {"_operator.pow", "aten::pow"},
+        {"math.floor", "aten::floor"}, {"math.ceil", "aten::ceil"}, {"torch.sym_max", "prim::max"},
+        {"torch.sym_min", "prim::min"}, {"torch.sym_float", "aten::Float"}, {"torch.sym_int", "aten::Int"},
+        {"torch.sym_not", "aten::__not__"}, {"math.trunc", "aten::Int"}};
+    auto it = kOps.find(n.target);
+    if (it == kOps.end()) fail(where_, "unsupported symbolic operation '" + n.target + "'");
+    std::vector<jit::NamedValue> args;
+    for (const auto& in : n.inputs) args.emplace_back(convert(in.arg, nullptr, in.name));
+    jit::Value* v = graph_->insert(c10::Symbol::fromQualString(it->second), args);
+    bindOutputs(n, {v});
+  }
+
+  void emitHigherOrder(const ir::Node& n) {
+    std::string op = n.opName().substr(std::string("higher_order.").size());
+    auto bodyAt = [&](size_t k) -> const ir::Graph& {
+      if (k >= n.inputs.size() || n.inputs[k].arg.tag != ir::ArgTag::Graph) fail(where_, "expected a body graph at argument " + std::to_string(k));
+      return *n.inputs[k].arg.graph;
+    };
+    if (op == "wrap_with_set_grad_enabled") {
+      bool enable = n.inputs.at(0).arg.asBool();
+      const ir::Graph& body = bodyAt(1);
+      jit::Value* prev = graph_->insert(c10::Symbol::fromQualString("aten::is_grad_enabled"), {});
+      graph_->insert(c10::Symbol::fromQualString("aten::set_grad_enabled"), {graph_->insertConstant(enable)});
+      inlineBody(n, body, 2);
+      graph_->insert(c10::Symbol::fromQualString("aten::set_grad_enabled"), {prev});
+      return;
+    }
+    if (op == "wrap_with_autocast") {
+      // (device_type, dtype, enabled, cache_enabled, body, *operands)
+      bool enabled = n.inputs.at(2).arg.asBool();
+      if (enabled)
+        fail(where_, "an enabled autocast region cannot be expressed in TorchScript; use the .pt2 stage, "
+                     "or export the model without autocast");
+      // pipecut-run never enables autocast around a stage, so a region that
+      // disables it is already in the mode it asks for.
+      inlineBody(n, bodyAt(4), 5);
+      return;
+    }
+    fail(where_, "higher-order op '" + op + "' is not supported by the TorchScript emitter (the .pt2 stage keeps it)");
+  }
+
+  void inlineBody(const ir::Node& n, const ir::Graph& body, size_t firstOperand) {
+    std::string saved = where_;
+    if (n.inputs.size() - firstOperand != body.inputs.size())
+      fail(where_, "the body takes " + std::to_string(body.inputs.size()) + " operands, given " +
+                       std::to_string(n.inputs.size() - firstOperand));
+    for (size_t k = 0; k < body.inputs.size(); ++k) {
+      const ir::Value* formal = body.inputs[k].value();
+      if (formal) env_[formal] = convert(n.inputs[firstOperand + k].arg, nullptr, "operand");
+    }
+    emitGraph(body);
+    where_ = saved;
+    std::vector<jit::Value*> results;
+    for (const auto& o : body.outputs) results.push_back(o.value() ? env_.at(o.value()) : convert(o, nullptr, "output"));
+    bindOutputs(n, results);
+  }
+
+  jit::Value* valueOf(const ir::Ref& r, const std::string& what) {
+    if (r.value) {
+      auto it = env_.find(r.value);
+      if (it == env_.end()) fail(where_, what + ": value '" + r.value->name + "' was not emitted");
+      return it->second;
+    }
+    const ir::Json& lit = r.literal;
+    if (lit.contains("as_int")) return graph_->insertConstant(lit["as_int"].get<int64_t>());
+    if (lit.contains("as_float")) return graph_->insertConstant(lit["as_float"].get<double>());
+    if (lit.contains("as_bool")) return graph_->insertConstant(lit["as_bool"].get<bool>());
+    return graph_->insertConstant(IValue());
+  }
+
+  // An Argument as a TorchScript value of the schema type `type` (nullptr: infer).
+  jit::Value* convert(const ir::Argument& a, c10::TypePtr type, const std::string& what) {
+    if (type && type->kind() == c10::TypeKind::OptionalType && a.tag != ir::ArgTag::None)
+      type = type->expectRef<c10::OptionalType>().getElementType();
+    auto listOf = [&](const c10::TypePtr& fallback) {
+      c10::TypePtr elem = fallback;
+      if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
+      std::vector<jit::Value*> items;
+      for (const auto& r : a.refs) items.push_back(valueOf(r, what));
+      return graph_->insertNode(graph_->createList(elem, items))->output();
+    };
+    switch (a.tag) {
+      case ir::ArgTag::None: return graph_->insertConstant(IValue());
+      case ir::ArgTag::Tensor: case ir::ArgTag::SymInt: case ir::ArgTag::SymBool: case ir::ArgTag::SymFloat:
+      case ir::ArgTag::OptionalTensor:
+        return valueOf(a.refs.at(0), what);
+      case ir::ArgTag::Tensors: return listOf(c10::TensorType::get());
+      case ir::ArgTag::OptionalTensors: return listOf(c10::OptionalType::create(c10::TensorType::get()));
+      case ir::ArgTag::SymInts: return listOf(c10::IntType::get());
+      case ir::ArgTag::SymBools: return listOf(c10::BoolType::get());
+      case ir::ArgTag::SymFloats: return listOf(c10::FloatType::get());
+      case ir::ArgTag::Int:
+        if (type && type->kind() == c10::TypeKind::FloatType) return graph_->insertConstant(static_cast<double>(a.asInt()));
+        return graph_->insertConstant(a.asInt());
+      case ir::ArgTag::Float: return graph_->insertConstant(a.asFloat());
+      case ir::ArgTag::Bool:
+        // TorchScript's Scalar admits int, float and complex but not bool.
+        if (type && type->kind() == c10::TypeKind::NumberType) return graph_->insertConstant(int64_t{a.asBool()});
+        return graph_->insertConstant(a.asBool());
+      case ir::ArgTag::String: return graph_->insertConstant(a.asString());
+      case ir::ArgTag::Ints: return graph_->insertConstant(a.literal.get<std::vector<int64_t>>());
+      case ir::ArgTag::Floats: {
+        std::vector<double> v;
+        for (const auto& x : a.literal) v.push_back(ir::Argument{ir::ArgTag::Float, x}.asFloat());
+        return graph_->insertConstant(v);
+      }
+      case ir::ArgTag::Bools: {
+        c10::List<bool> bools;
+        for (const auto& b : a.literal) bools.push_back(b.get<bool>());
+        return graph_->insertConstant(bools);
+      }
+      case ir::ArgTag::Strings: return graph_->insertConstant(a.literal.get<std::vector<std::string>>());
+      case ir::ArgTag::ScalarType:
+        return graph_->insertConstant(static_cast<int64_t>(toC10(static_cast<int>(a.asInt()))));
+      case ir::ArgTag::Layout: return graph_->insertConstant(static_cast<int64_t>(layoutToC10(static_cast<int>(a.asInt()))));
+      case ir::ArgTag::MemoryFormat:
+        return graph_->insertConstant(static_cast<int64_t>(memoryFormatToC10(static_cast<int>(a.asInt()))));
+      case ir::ArgTag::Device: {
+        ir::Device d{a.literal.value("type", "cpu"), std::nullopt};
+        if (a.literal.contains("index") && !a.literal["index"].is_null()) d.index = a.literal["index"].get<int64_t>();
+        if (device_ && d.type == homeDevice_->type && d.index == homeDevice_->index) return device_;
+        return graph_->insertConstant(c10::Device(d.type + (d.index ? ":" + std::to_string(*d.index) : "")));
+      }
+      case ir::ArgTag::Complex:
+        return graph_->insertConstant(c10::complex<double>(ir::Argument{ir::ArgTag::Float, a.literal["real"]}.asFloat(),
+                                                           ir::Argument{ir::ArgTag::Float, a.literal["imag"]}.asFloat()));
+      default:
+        fail(where_, std::string("argument '") + what + "' of variant " + ir::argTagKey(a.tag) +
+                         " cannot be expressed in TorchScript");
+    }
+  }
+
+  const pt2::Package& pkg_;
+  std::shared_ptr<jit::CompilationUnit> cu_;
+  jit::Module root_;
+  std::shared_ptr<jit::Graph> graph_;
+  jit::Value* self_ = nullptr;
+  jit::Value* device_ = nullptr;
+  std::optional<ir::Device> homeDevice_;
+  std::map<std::string, jit::Module> submodules_;
+  std::set<std::string> registered_;
+  std::unordered_map<std::string, jit::Value*> attrs_;
+  std::unordered_map<const ir::Value*, jit::Value*> env_;
+  std::string where_;
+};
+
+}  // namespace
+
+void writeTorchScript(const pt2::Package& stage, const std::string& className, const std::string& path) {
+  try {
+    jit::Module m = Emitter(stage, className).build();
+    m.save(path);
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    internalError("TorchScript emission of " + className, msg.substr(0, msg.find('\n')));
+  }
+}
+
+}  // namespace pipecut::emit

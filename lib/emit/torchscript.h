@@ -1,0 +1,17 @@
+#pragma once
+// Emits a stage program as a TorchScript module (built with the LibTorch graph
+// API, not generated source): parameters and buffers registered under their
+// original FQNs as a submodule hierarchy, one `forward` taking the stage's
+// inputs in manifest order and returning a tuple in manifest order.
+// This header keeps torch's types out, so drivers can include it cheaply.
+#include <string>
+
+#include "pt2/package.h"
+
+namespace pipecut::emit {
+
+// Throws pipecut::Error (InvalidInput) for what TorchScript cannot express
+// (e.g. an enabled autocast region, cond/map), naming the node.
+void writeTorchScript(const pt2::Package& stage, const std::string& className, const std::string& path);
+
+}  // namespace pipecut::emit

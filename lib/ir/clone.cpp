@@ -1,0 +1,84 @@
+#include "ir/clone.h"
+
+#include "support/error.h"
+
+namespace pipecut::ir {
+
+Value* cloneValueInto(const Value& v, Graph& dst, Node* producer) {
+  Value* nv = dst.define(v.name, v.kind, producer);
+  if (!nv) internalError("clone", "value '" + v.name + "' already defined in the destination graph");
+  nv->meta = v.meta;
+  nv->symMeta = v.symMeta;
+  return nv;
+}
+
+Argument cloneArgument(const Argument& a, const ValueMap& map) {
+  Argument c;
+  c.tag = a.tag;
+  c.literal = a.literal;
+  c.nesting = a.nesting;
+  c.name = a.name;
+  if (a.graph) c.graph = cloneGraph(*a.graph);
+  for (const Ref& r : a.refs) {
+    Ref nr;
+    nr.literal = r.literal;
+    if (r.value) {
+      auto it = map.find(r.value);
+      if (it == map.end()) internalError("clone", "value '" + r.value->name + "' has no copy");
+      nr.value = it->second;
+    }
+    c.refs.push_back(std::move(nr));
+  }
+  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, cloneArgument(sub, map));
+  return c;
+}
+
+namespace {
+
+// Outputs define values: copy the argument shape, defining fresh values.
+Argument cloneDefiningArgument(const Argument& a, Graph& dst, Node* producer, ValueMap& map) {
+  Argument c;
+  c.tag = a.tag;
+  c.literal = a.literal;
+  c.nesting = a.nesting;
+  c.name = a.name;
+  for (const Ref& r : a.refs) {
+    Ref nr;
+    nr.literal = r.literal;
+    if (r.value) {
+      nr.value = cloneValueInto(*r.value, dst, producer);
+      map[r.value] = nr.value;
+    }
+    c.refs.push_back(std::move(nr));
+  }
+  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, cloneDefiningArgument(sub, dst, producer, map));
+  return c;
+}
+
+}  // namespace
+
+Node* cloneNodeInto(const Node& n, Graph& dst, ValueMap& map) {
+  auto copy = std::make_unique<Node>();
+  copy->target = n.target;
+  copy->metadata = n.metadata;
+  copy->isHopSingleTensorReturn = n.isHopSingleTensorReturn;
+  copy->name = n.name;
+  copy->moduleStack = n.moduleStack;
+  for (const auto& in : n.inputs) copy->inputs.push_back(NamedArgument{in.name, cloneArgument(in.arg, map), in.kind});
+  for (const auto& out : n.outputs) copy->outputs.push_back(cloneDefiningArgument(out, dst, copy.get(), map));
+  Node* raw = copy.get();
+  dst.nodes.push_back(std::move(copy));
+  return raw;
+}
+
+std::shared_ptr<Graph> cloneGraph(const Graph& g) {
+  auto out = std::make_shared<Graph>();
+  ValueMap map;
+  for (const auto& in : g.inputs) out->inputs.push_back(cloneDefiningArgument(in, *out, nullptr, map));
+  for (const auto& n : g.nodes) cloneNodeInto(*n, *out, map);
+  for (const auto& o : g.outputs) out->outputs.push_back(cloneArgument(o, map));
+  out->isSingleTensorReturn = g.isSingleTensorReturn;
+  return out;
+}
+
+}  // namespace pipecut::ir

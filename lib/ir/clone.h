@@ -1,0 +1,26 @@
+#pragma once
+// Deep copies of nodes between graphs, for carving stage programs out of a
+// whole program. Values keep their names; a ValueMap records old -> new.
+#include <unordered_map>
+
+#include "ir/ir.h"
+
+namespace pipecut::ir {
+
+using ValueMap = std::unordered_map<const Value*, Value*>;
+
+// Copies `arg`, mapping every referenced value through `map` (which must hold
+// them all); nested graphs are copied whole.
+Argument cloneArgument(const Argument& arg, const ValueMap& map);
+
+// Appends a copy of `node` to `dst`, defining its outputs there (recorded in
+// `map`). Throws Internal if an input is missing from `map`.
+Node* cloneNodeInto(const Node& node, Graph& dst, ValueMap& map);
+
+// A whole graph (for nested bodies).
+std::shared_ptr<Graph> cloneGraph(const Graph& g);
+
+// Defines a value like `v` in `dst` (same name, kind, metadata).
+Value* cloneValueInto(const Value& v, Graph& dst, Node* producer);
+
+}  // namespace pipecut::ir

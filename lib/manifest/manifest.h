@@ -1,0 +1,117 @@
+#pragma once
+// The stage manifest: which value flows where. These are plain C++ types so
+// that torch-facing code (emit, runtime) can use them without seeing protobuf;
+// manifest_io.cpp converts to and from the protobuf schema in proto/manifest.proto
+// (JSON through protobuf's JSON mapping, and binary).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecut {
+
+constexpr uint32_t kManifestFormatVersion = 1;
+
+struct DimSpec {
+  int64_t size = 0;      // when symbol is empty
+  std::string symbol;    // e.g. "s77" for a dynamic dimension
+};
+
+struct TensorSpec {
+  std::string dtype;     // torch name: "float32", "int64", ...
+  std::vector<DimSpec> shape;
+};
+
+// Where a stage input comes from.
+struct ValueSource {
+  enum class Kind { UserInput, StageOutput } kind = Kind::UserInput;
+  uint32_t userInput = 0;    // index into Manifest::inputs
+  uint32_t stage = 0;        // producing stage
+  uint32_t output = 0;       // index into that stage's outputs
+};
+
+// Where a stage output goes.
+struct Consumer {
+  enum class Kind { StageInput, UserOutput } kind = Kind::StageInput;
+  uint32_t stage = 0;        // consuming stage
+  uint32_t input = 0;        // index into that stage's inputs
+  uint32_t userOutput = 0;   // index into Manifest::outputs
+};
+
+struct StageInput {
+  std::string name;          // the value's name in the source graph
+  TensorSpec tensor;
+  ValueSource source;
+};
+
+struct StageOutput {
+  std::string name;
+  TensorSpec tensor;
+  std::vector<Consumer> consumers;
+};
+
+struct StageFile {
+  std::string path;          // relative to the manifest's directory
+  std::string format;        // "torchscript" or "pt2"
+  std::string sha256;        // lowercase hex
+  uint64_t bytes = 0;
+};
+
+struct StageParameter {
+  std::string name;          // original FQN
+  std::string kind;          // "parameter", "buffer", "constant"
+  uint64_t bytes = 0;
+};
+
+struct Stage {
+  uint32_t index = 0;
+  std::vector<StageFile> files;
+  std::vector<StageInput> inputs;     // forward() argument order
+  std::vector<StageOutput> outputs;   // forward() returns a tuple in this order
+  std::vector<StageParameter> parameters;
+  uint64_t parameterBytes = 0;
+  uint32_t nodeCount = 0;
+  uint64_t boundaryBytesPerSample = 0;  // bytes this stage sends to other stages, per batch element
+  std::vector<std::string> modules;     // top-level modules whose nodes it runs
+  std::vector<std::string> recomputed;  // values recomputed here instead of received
+};
+
+struct UserValue {
+  std::string name;          // placeholder / output name in the source graph
+  TensorSpec tensor;
+  std::optional<ValueSource> source;  // outputs only: the stage output that carries it
+};
+
+struct TiedGroup {
+  std::vector<std::string> names;     // FQNs that share one tensor
+  std::vector<uint32_t> stages;       // stages holding a copy
+};
+
+struct Manifest {
+  uint32_t formatVersion = kManifestFormatVersion;
+  std::string sourceModel;            // file name as given
+  std::string sourceSha256;
+  std::string torchVersion;
+  std::string schemaVersion;          // "8.17"
+  std::string pipecutVersion;
+  std::string splitSpec;              // the spec as given (canonical JSON)
+  std::vector<UserValue> inputs;      // flat user inputs, calling-convention order
+  std::vector<UserValue> outputs;     // flat user outputs
+  std::string inSpec, outSpec;        // pytree specs of the source program, verbatim
+  std::vector<Stage> stages;
+  std::vector<TiedGroup> tiedGroups;
+};
+
+// I/O. Errors throw pipecut::Error naming the file and field.
+std::string manifestToJson(const Manifest& m);       // protobuf JSON mapping, deterministic
+std::string manifestToBinary(const Manifest& m);     // protobuf wire format, deterministic
+Manifest manifestFromJson(const std::string& text, const std::string& file);
+Manifest manifestFromBinary(const std::string& bytes, const std::string& file);
+// Reads OUTDIR/manifest.pb (or manifest.json when the binary one is absent).
+Manifest readManifest(const std::string& dir);
+
+// Lowercase hex SHA-256 of a file's contents / of bytes.
+std::string sha256File(const std::string& path);
+std::string sha256Bytes(const void* data, size_t n);
+
+}  // namespace pipecut

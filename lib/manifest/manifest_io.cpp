@@ -1,0 +1,454 @@
+// Manifest <-> protobuf (proto/manifest.proto), as JSON and as wire format.
+// Only this file sees protobuf; manifest.h stays plain C++.
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+#include <sys/stat.h>
+
+#include "manifest.pb.h"
+#include "manifest/manifest.h"
+#include "support/error.h"
+
+namespace pipecut {
+namespace {
+
+namespace pb = ::pipecut::manifest;
+
+std::string indexed(const std::string& path, const char* field, size_t i) {
+  return path + (path.empty() ? "" : ".") + field + "[" + std::to_string(i) + "]";
+}
+
+// ---- structs -> proto -------------------------------------------------------
+
+void toProto(const TensorSpec& t, pb::TensorSpec* out) {
+  out->set_dtype(t.dtype);
+  for (const DimSpec& d : t.shape) {
+    pb::DimSpec* dim = out->add_shape();
+    if (!d.symbol.empty())
+      dim->set_symbol(d.symbol);
+    else
+      dim->set_size(d.size);
+  }
+}
+
+void toProto(const ValueSource& s, pb::ValueSource* out) {
+  switch (s.kind) {
+    case ValueSource::Kind::UserInput:
+      out->set_user_input(s.userInput);
+      break;
+    case ValueSource::Kind::StageOutput: {
+      pb::StageOutputRef* ref = out->mutable_stage_output();
+      ref->set_stage(s.stage);
+      ref->set_output(s.output);
+      break;
+    }
+  }
+}
+
+void toProto(const Consumer& c, pb::Consumer* out) {
+  switch (c.kind) {
+    case Consumer::Kind::StageInput: {
+      pb::StageInputRef* ref = out->mutable_stage_input();
+      ref->set_stage(c.stage);
+      ref->set_input(c.input);
+      break;
+    }
+    case Consumer::Kind::UserOutput:
+      out->set_user_output(c.userOutput);
+      break;
+  }
+}
+
+void toProto(const UserValue& v, pb::UserValue* out) {
+  out->set_name(v.name);
+  toProto(v.tensor, out->mutable_tensor());
+  if (v.source) toProto(*v.source, out->mutable_source());
+}
+
+void toProto(const Stage& s, pb::Stage* out) {
+  out->set_index(s.index);
+  for (const StageFile& f : s.files) {
+    pb::StageFile* file = out->add_files();
+    file->set_path(f.path);
+    file->set_format(f.format);
+    file->set_sha256(f.sha256);
+    file->set_bytes(f.bytes);
+  }
+  for (const StageInput& in : s.inputs) {
+    pb::StageInput* input = out->add_inputs();
+    input->set_name(in.name);
+    toProto(in.tensor, input->mutable_tensor());
+    toProto(in.source, input->mutable_source());
+  }
+  for (const StageOutput& o : s.outputs) {
+    pb::StageOutput* output = out->add_outputs();
+    output->set_name(o.name);
+    toProto(o.tensor, output->mutable_tensor());
+    for (const Consumer& c : o.consumers) toProto(c, output->add_consumers());
+  }
+  for (const StageParameter& p : s.parameters) {
+    pb::StageParameter* param = out->add_parameters();
+    param->set_name(p.name);
+    param->set_kind(p.kind);
+    param->set_bytes(p.bytes);
+  }
+  out->set_parameter_bytes(s.parameterBytes);
+  out->set_node_count(s.nodeCount);
+  out->set_boundary_bytes_per_sample(s.boundaryBytesPerSample);
+  for (const std::string& m : s.modules) out->add_modules(m);
+  for (const std::string& r : s.recomputed) out->add_recomputed(r);
+}
+
+pb::Manifest toProto(const Manifest& m) {
+  pb::Manifest out;
+  out.set_format_version(m.formatVersion);
+  out.set_source_model(m.sourceModel);
+  out.set_source_sha256(m.sourceSha256);
+  out.set_torch_version(m.torchVersion);
+  out.set_schema_version(m.schemaVersion);
+  out.set_pipecut_version(m.pipecutVersion);
+  out.set_split_spec(m.splitSpec);
+  for (const UserValue& v : m.inputs) toProto(v, out.add_inputs());
+  for (const UserValue& v : m.outputs) toProto(v, out.add_outputs());
+  out.set_in_spec(m.inSpec);
+  out.set_out_spec(m.outSpec);
+  for (const Stage& s : m.stages) toProto(s, out.add_stages());
+  for (const TiedGroup& g : m.tiedGroups) {
+    pb::TiedGroup* group = out.add_tied_groups();
+    for (const std::string& n : g.names) group->add_names(n);
+    for (uint32_t s : g.stages) group->add_stages(s);
+  }
+  return out;
+}
+
+// proto3 strings must be UTF-8: protobuf would write anything, then refuse to
+// parse it back (binary) or silently drop the bad bytes (JSON). Checked up front.
+bool validUtf8(const std::string& s) {
+  static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};  // rejects overlong forms
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = c & (0x7f >> len);
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (cp < kMinForLength[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Walks every set string field of `msg` (by reflection, so new fields are covered).
+void checkUtf8(const google::protobuf::Message& msg, const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* refl = msg.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(msg, &fields);
+  for (const FieldDescriptor* f : fields) {
+    std::string at = path + (path.empty() ? "" : ".") + f->name();
+    bool isString = f->type() == FieldDescriptor::TYPE_STRING;
+    bool isMessage = f->type() == FieldDescriptor::TYPE_MESSAGE;
+    if (!isString && !isMessage) continue;
+    if (f->is_repeated()) {
+      for (int i = 0, n = refl->FieldSize(msg, f); i < n; ++i) {
+        std::string item = at + "[" + std::to_string(i) + "]";
+        if (isMessage)
+          checkUtf8(refl->GetRepeatedMessage(msg, f, i), item);
+        else if (!validUtf8(refl->GetRepeatedString(msg, f, i)))
+          invalidInput(item, "not valid UTF-8");
+      }
+    } else if (isMessage) {
+      checkUtf8(refl->GetMessage(msg, f), at);
+    } else if (!validUtf8(refl->GetString(msg, f))) {
+      invalidInput(at, "not valid UTF-8");
+    }
+  }
+}
+
+// ---- proto -> structs -------------------------------------------------------
+// Errors are raised with an empty file name; the public entry points attach it.
+
+TensorSpec fromProto(const pb::TensorSpec& t, const std::string& path) {
+  TensorSpec out;
+  out.dtype = t.dtype();
+  for (int i = 0; i < t.shape_size(); ++i) {
+    const pb::DimSpec& d = t.shape(i);
+    DimSpec dim;
+    switch (d.dim_case()) {
+      case pb::DimSpec::kSize:
+        dim.size = d.size();
+        break;
+      case pb::DimSpec::kSymbol:
+        if (d.symbol().empty()) invalidInput(indexed(path, "shape", i) + ".symbol", "empty symbol");
+        dim.symbol = d.symbol();
+        break;
+      case pb::DimSpec::DIM_NOT_SET:
+        invalidInput(indexed(path, "shape", i), "neither size nor symbol is set");
+    }
+    out.shape.push_back(std::move(dim));
+  }
+  return out;
+}
+
+ValueSource fromProto(const pb::ValueSource& s, const std::string& path) {
+  ValueSource out;
+  switch (s.source_case()) {
+    case pb::ValueSource::kUserInput:
+      out.kind = ValueSource::Kind::UserInput;
+      out.userInput = s.user_input();
+      break;
+    case pb::ValueSource::kStageOutput:
+      out.kind = ValueSource::Kind::StageOutput;
+      out.stage = s.stage_output().stage();
+      out.output = s.stage_output().output();
+      break;
+    case pb::ValueSource::SOURCE_NOT_SET:
+      invalidInput(path, "neither user_input nor stage_output is set");
+  }
+  return out;
+}
+
+Consumer fromProto(const pb::Consumer& c, const std::string& path) {
+  Consumer out;
+  switch (c.target_case()) {
+    case pb::Consumer::kStageInput:
+      out.kind = Consumer::Kind::StageInput;
+      out.stage = c.stage_input().stage();
+      out.input = c.stage_input().input();
+      break;
+    case pb::Consumer::kUserOutput:
+      out.kind = Consumer::Kind::UserOutput;
+      out.userOutput = c.user_output();
+      break;
+    case pb::Consumer::TARGET_NOT_SET:
+      invalidInput(path, "neither stage_input nor user_output is set");
+  }
+  return out;
+}
+
+UserValue fromProto(const pb::UserValue& v, const std::string& path) {
+  UserValue out;
+  out.name = v.name();
+  out.tensor = fromProto(v.tensor(), path + ".tensor");
+  if (v.has_source()) out.source = fromProto(v.source(), path + ".source");
+  return out;
+}
+
+Stage fromProto(const pb::Stage& s, const std::string& path) {
+  Stage out;
+  out.index = s.index();
+  for (const pb::StageFile& f : s.files()) out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes()});
+  for (int i = 0; i < s.inputs_size(); ++i) {
+    const pb::StageInput& in = s.inputs(i);
+    std::string at = indexed(path, "inputs", i);
+    StageInput input;
+    input.name = in.name();
+    input.tensor = fromProto(in.tensor(), at + ".tensor");
+    input.source = fromProto(in.source(), at + ".source");  // unset reads as an empty oneof: an error
+    out.inputs.push_back(std::move(input));
+  }
+  for (int o = 0; o < s.outputs_size(); ++o) {
+    const pb::StageOutput& pbOut = s.outputs(o);
+    std::string at = indexed(path, "outputs", o);
+    StageOutput output;
+    output.name = pbOut.name();
+    output.tensor = fromProto(pbOut.tensor(), at + ".tensor");
+    for (int c = 0; c < pbOut.consumers_size(); ++c)
+      output.consumers.push_back(fromProto(pbOut.consumers(c), indexed(at, "consumers", c)));
+    out.outputs.push_back(std::move(output));
+  }
+  for (const pb::StageParameter& p : s.parameters()) out.parameters.push_back({p.name(), p.kind(), p.bytes()});
+  out.parameterBytes = s.parameter_bytes();
+  out.nodeCount = s.node_count();
+  out.boundaryBytesPerSample = s.boundary_bytes_per_sample();
+  out.modules.assign(s.modules().begin(), s.modules().end());
+  out.recomputed.assign(s.recomputed().begin(), s.recomputed().end());
+  return out;
+}
+
+void checkVersion(uint32_t version) {
+  if (version == 0) invalidInput("format_version", "missing (0); this is not a pipecut manifest");
+  if (version > kManifestFormatVersion)
+    invalidInput("format_version", "version " + std::to_string(version) + " is newer than this pipecut reads (" +
+                                       std::to_string(kManifestFormatVersion) + ")");
+}
+
+Manifest fromProto(const pb::Manifest& p) {
+  checkVersion(p.format_version());
+  Manifest m;
+  m.formatVersion = p.format_version();
+  m.sourceModel = p.source_model();
+  m.sourceSha256 = p.source_sha256();
+  m.torchVersion = p.torch_version();
+  m.schemaVersion = p.schema_version();
+  m.pipecutVersion = p.pipecut_version();
+  m.splitSpec = p.split_spec();
+  for (int i = 0; i < p.inputs_size(); ++i) m.inputs.push_back(fromProto(p.inputs(i), indexed("", "inputs", i)));
+  for (int i = 0; i < p.outputs_size(); ++i) m.outputs.push_back(fromProto(p.outputs(i), indexed("", "outputs", i)));
+  m.inSpec = p.in_spec();
+  m.outSpec = p.out_spec();
+  for (int s = 0; s < p.stages_size(); ++s) m.stages.push_back(fromProto(p.stages(s), indexed("", "stages", s)));
+  for (const pb::TiedGroup& g : p.tied_groups()) {
+    TiedGroup group;
+    group.names.assign(g.names().begin(), g.names().end());
+    group.stages.assign(g.stages().begin(), g.stages().end());
+    m.tiedGroups.push_back(std::move(group));
+  }
+  return m;
+}
+
+// ---- cross-reference checks ------------------------------------------------
+
+void checkRange(uint64_t value, size_t count, const std::string& path, const std::string& what) {
+  if (value >= count)
+    invalidInput(path, std::to_string(value) + " is out of range: " + what + " has " + std::to_string(count));
+}
+
+void checkSource(const Manifest& m, const ValueSource& s, const std::string& path) {
+  if (s.kind == ValueSource::Kind::UserInput) {
+    checkRange(s.userInput, m.inputs.size(), path + ".user_input", "the manifest's inputs");
+    return;
+  }
+  checkRange(s.stage, m.stages.size(), path + ".stage_output.stage", "the manifest's stages");
+  checkRange(s.output, m.stages[s.stage].outputs.size(), path + ".stage_output.output",
+             "the outputs of stage " + std::to_string(s.stage));
+}
+
+void checkConsumer(const Manifest& m, const Consumer& c, const std::string& path) {
+  if (c.kind == Consumer::Kind::UserOutput) {
+    checkRange(c.userOutput, m.outputs.size(), path + ".user_output", "the manifest's outputs");
+    return;
+  }
+  checkRange(c.stage, m.stages.size(), path + ".stage_input.stage", "the manifest's stages");
+  checkRange(c.input, m.stages[c.stage].inputs.size(), path + ".stage_input.input",
+             "the inputs of stage " + std::to_string(c.stage));
+}
+
+void checkReferences(const Manifest& m) {
+  for (size_t i = 0; i < m.inputs.size(); ++i)
+    if (m.inputs[i].source) checkSource(m, *m.inputs[i].source, indexed("", "inputs", i) + ".source");
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    if (m.outputs[i].source) checkSource(m, *m.outputs[i].source, indexed("", "outputs", i) + ".source");
+  for (size_t s = 0; s < m.stages.size(); ++s) {
+    const Stage& stage = m.stages[s];
+    std::string at = indexed("", "stages", s);
+    for (size_t i = 0; i < stage.inputs.size(); ++i)
+      checkSource(m, stage.inputs[i].source, indexed(at, "inputs", i) + ".source");
+    for (size_t o = 0; o < stage.outputs.size(); ++o)
+      for (size_t c = 0; c < stage.outputs[o].consumers.size(); ++c)
+        checkConsumer(m, stage.outputs[o].consumers[c], indexed(indexed(at, "outputs", o), "consumers", c));
+  }
+  for (size_t g = 0; g < m.tiedGroups.size(); ++g)
+    for (size_t k = 0; k < m.tiedGroups[g].stages.size(); ++k)
+      checkRange(m.tiedGroups[g].stages[k], m.stages.size(), indexed(indexed("", "tied_groups", g), "stages", k),
+                 "the manifest's stages");
+}
+
+Manifest fromProtoChecked(const pb::Manifest& p, const std::string& file) {
+  try {
+    Manifest m = fromProto(p);
+    checkReferences(m);
+    return m;
+  } catch (const Error& e) {
+    e.rethrowWithFile(file);
+  }
+}
+
+std::string readWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::InvalidInput, path, "", std::string("cannot open: ") + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::InvalidInput, path, "", "cannot read");
+  return ss.str();
+}
+
+bool isRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+std::string manifestToJson(const Manifest& m) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  pb::Manifest message = toProto(m);
+  checkUtf8(message, "");
+  std::string out;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) internalError("manifest", "cannot write JSON: " + std::string(status.message()));
+  if (out.empty() || out.back() != '\n') out += '\n';
+  return out;
+}
+
+std::string manifestToBinary(const Manifest& m) {
+  pb::Manifest message = toProto(m);
+  checkUtf8(message, "");
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!message.SerializeToCodedStream(&coded) || coded.HadError())
+      internalError("manifest", "cannot serialize the manifest");
+  }  // the coded stream trims `out` to the written size when it goes away
+  return out;
+}
+
+Manifest manifestFromJson(const std::string& text, const std::string& file) {
+  pb::Manifest message;
+  google::protobuf::util::JsonParseOptions options;  // unknown fields are errors: they catch typos
+  auto status = google::protobuf::util::JsonStringToMessage(text, &message, options);
+  if (!status.ok()) {
+    // A newer writer may have added fields: then the version is the better complaint.
+    pb::Manifest lenient;
+    options.ignore_unknown_fields = true;
+    if (google::protobuf::util::JsonStringToMessage(text, &lenient, options).ok() &&
+        lenient.format_version() > kManifestFormatVersion) {
+      try {
+        checkVersion(lenient.format_version());
+      } catch (const Error& e) {
+        e.rethrowWithFile(file);
+      }
+    }
+    std::string why(status.message());
+    if (why.rfind(": ", 0) == 0) why.erase(0, 2);  // protobuf's path prefix, empty at the root
+    throw Error(ErrorKind::InvalidInput, file, "", "invalid manifest JSON: " + why);
+  }
+  return fromProtoChecked(message, file);
+}
+
+Manifest manifestFromBinary(const std::string& bytes, const std::string& file) {
+  pb::Manifest message;
+  if (!message.ParseFromString(bytes))
+    throw Error(ErrorKind::InvalidInput, file, "", "not a valid binary manifest (protobuf wire format)");
+  return fromProtoChecked(message, file);
+}
+
+Manifest readManifest(const std::string& dir) {
+  std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  std::string binary = base + "manifest.pb";
+  if (isRegularFile(binary)) return manifestFromBinary(readWholeFile(binary), binary);
+  std::string json = base + "manifest.json";
+  if (isRegularFile(json)) return manifestFromJson(readWholeFile(json), json);
+  throw Error(ErrorKind::InvalidInput, dir, "", "no manifest.pb or manifest.json");
+}
+
+}  // namespace pipecut

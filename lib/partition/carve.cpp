@@ -1,0 +1,513 @@
+#include "partition/carve.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/clone.h"
+#include "ir/module_tree.h"
+#include "passes/pass_manager.h"
+#include "support/error.h"
+
+namespace pipecut::partition {
+
+using ir::Value;
+
+TensorSpec tensorSpecOf(const Value& v) {
+  TensorSpec t;
+  if (v.kind != ir::ValueKind::Tensor) {
+    t.dtype = ir::valueKindName(v.kind);
+    return t;
+  }
+  if (!v.meta) return t;
+  t.dtype = ir::dtypeInfo(v.meta->dtype)->torchName;
+  for (const auto& s : v.meta->sizes) {
+    DimSpec d;
+    if (s.isExpr) d.symbol = s.str();
+    else d.size = s.value;
+    t.shape.push_back(d);
+  }
+  return t;
+}
+
+// Dimension 0 is taken to be the batch: bytes per batch element. A rank-0
+// tensor counts whole.
+uint64_t perSampleBytes(const Value& v) {
+  if (!v.meta) return 0;
+  const ir::DTypeInfo* d = ir::dtypeInfo(v.meta->dtype);
+  uint64_t n = static_cast<uint64_t>(d->itemSize);
+  for (size_t i = 1; i < v.meta->sizes.size(); ++i) {
+    if (v.meta->sizes[i].isExpr) return 0;
+    n *= static_cast<uint64_t>(v.meta->sizes[i].value);
+  }
+  return n;
+}
+
+namespace {
+
+bool isHeavy(const ir::Node& n) {
+  static const char* kHeavy[] = {"aten.linear.", "aten.matmul.", "aten.mm.", "aten.bmm.", "aten.addmm.",
+                                 "aten.baddbmm.", "aten.conv", "aten.scaled_dot_product_attention.",
+                                 "aten._scaled_dot_product", "aten.embedding.", "aten.einsum."};
+  std::string op = n.opName();
+  for (const char* h : kHeavy)
+    if (op.rfind(h, 0) == 0) return true;
+  return false;
+}
+
+const char* liftedKind(ir::InputKind k) {
+  switch (k) {
+    case ir::InputKind::Parameter: return "parameter";
+    case ir::InputKind::Buffer: return "buffer";
+    case ir::InputKind::TensorConstant: return "constant";
+    case ir::InputKind::CustomObj: return "custom_obj";
+    case ir::InputKind::Token: return "token";
+    default: return "";
+  }
+}
+
+std::string flatSpec(size_t n, bool argsKwargs) {
+  // torch's pytree "treespec" serialization, protocol 1.
+  std::string leaves;
+  for (size_t i = 0; i < n; ++i)
+    leaves += std::string(i ? ", " : "") + R"({"type": null, "context": null, "children_spec": []})";
+  std::string tuple = R"({"type": "builtins.tuple", "context": "null", "children_spec": [)" + leaves + "]}";
+  if (!argsKwargs) return "[1, " + tuple + "]";
+  return R"([1, {"type": "builtins.tuple", "context": "null", "children_spec": [)" + tuple +
+         R"(, {"type": "builtins.dict", "context": "[]", "children_spec": []}]}])";
+}
+
+class Carver {
+ public:
+  Carver(const pt2::Package& whole, const Assignment& a, const CarveOptions& o)
+      : whole_(whole), p_(whole.program), g_(whole.program.graph), a_(a), opt_(o) {}
+
+  Carving run() {
+    index();
+    for (int s = 0; s < a_.numStages; ++s) collectStage(s);
+    routeValues();
+    Carving c;
+    c.manifest = manifestSkeleton();
+    for (int s = 0; s < a_.numStages; ++s) c.stages.push_back(buildStage(s));
+    for (const auto& st : c.stages) c.manifest.stages.push_back(st.info);
+    c.manifest.tiedGroups = tiedGroups();
+    return c;
+  }
+
+ private:
+  struct StageData {
+    std::vector<size_t> nodes;                 // own and recomputed, by original position
+    std::set<size_t> recomputedNodes;
+    std::vector<std::string> recomputedValues;
+    std::vector<const Value*> lifted;          // placeholders read, signature order
+    std::vector<const Value*> inputs;          // boundary inputs, forward() order
+    std::vector<const Value*> outputs;         // values sent on, forward() return order
+    std::vector<std::pair<const Value*, size_t>> mutations;  // value, output spec index
+  };
+
+  void index() {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) pos_[g_.nodes[i].get()] = i;
+    for (size_t i = 0; i < p_.inputSpecs.size(); ++i) {
+      const auto& s = p_.inputSpecs[i];
+      if (s.kind == ir::InputKind::UserInput) {
+        if (s.arg.value()) userInput_[s.arg.value()] = userInputs_.size();
+        userInputs_.push_back(i);
+      } else if (s.kind != ir::InputKind::ConstantInput) {
+        liftedSpec_[s.arg.value()] = i;
+      }
+    }
+    deps_ = passes::nodeDependencies(g_);
+  }
+
+  int homeStage(const Value* v) const {
+    return v->producer ? a_.stageOf[pos_.at(v->producer)] : -1;
+  }
+
+  // Nodes needed to compute v in another stage, if that is cheap; empty if not.
+  std::vector<size_t> recomputeSlice(const Value* v, int stage) const {
+    if (!opt_.recompute || !v->producer || v->kind != ir::ValueKind::Tensor) return {};
+    uint64_t valueBytes = perSampleBytes(*v);
+    if (valueBytes == 0) return {};
+    std::vector<size_t> stack{pos_.at(v->producer)}, slice;
+    std::unordered_set<size_t> seen(stack.begin(), stack.end());
+    std::unordered_set<const Value*> leaves;
+    while (!stack.empty()) {
+      size_t i = stack.back();
+      stack.pop_back();
+      const ir::Node& n = *g_.nodes[i];
+      if (passes::changesState(n) || isHeavy(n)) return {};
+      slice.push_back(i);
+      if (slice.size() > opt_.maxRecomputeNodes) return {};
+      n.forEachInputValue([&](Value* in) {
+        if (!in->producer) {
+          leaves.insert(in);
+        } else if (size_t d = pos_.at(in->producer); seen.insert(d).second) {
+          stack.push_back(d);
+        }
+      });
+    }
+    uint64_t inputBytes = 0, liftedBytes = 0;
+    for (const Value* leaf : leaves) {
+      if (userInput_.count(leaf)) {
+        inputBytes += perSampleBytes(*leaf);
+        if (perSampleBytes(*leaf) == 0) return {};
+      } else if (auto it = liftedSpec_.find(leaf); it != liftedSpec_.end()) {
+        liftedBytes += tensorBytes(p_.inputSpecs[it->second].target);
+      } else {
+        return {};
+      }
+    }
+    if (inputBytes >= valueBytes || liftedBytes > opt_.maxRecomputeLiftedBytes) return {};
+    (void)stage;
+    std::sort(slice.begin(), slice.end());
+    return slice;
+  }
+
+  uint64_t tensorBytes(const std::string& fqn) const {
+    if (auto it = whole_.weights.find(fqn); it != whole_.weights.end()) return it->second.logicalBytes();
+    if (auto it = whole_.constants.find(fqn); it != whole_.constants.end()) return it->second.logicalBytes();
+    return 0;
+  }
+
+  // External values a node set reads, in first-use order.
+  std::vector<const Value*> externals(const std::vector<size_t>& nodes) const {
+    std::unordered_set<size_t> inSet(nodes.begin(), nodes.end());
+    std::vector<const Value*> out;
+    std::unordered_set<const Value*> seen;
+    for (size_t i : nodes)
+      g_.nodes[i]->forEachInputValue([&](Value* v) {
+        if (v->producer && inSet.count(pos_.at(v->producer))) return;
+        if (seen.insert(v).second) out.push_back(v);
+      });
+    return out;
+  }
+
+  void collectStage(int s) {
+    StageData d;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (a_.stageOf[i] == s) d.nodes.push_back(i);
+    std::set<size_t> extra;
+    for (const Value* v : externals(d.nodes)) {
+      if (!v->producer) continue;
+      auto slice = recomputeSlice(v, s);
+      if (slice.empty()) continue;
+      d.recomputedValues.push_back(v->name);
+      extra.insert(slice.begin(), slice.end());
+    }
+    for (size_t i : extra)
+      if (a_.stageOf[i] != s) d.recomputedNodes.insert(i);
+    d.nodes.insert(d.nodes.end(), d.recomputedNodes.begin(), d.recomputedNodes.end());
+    std::sort(d.nodes.begin(), d.nodes.end());
+    stages_.push_back(std::move(d));
+  }
+
+  void routeValues() {
+    // Which values each stage receives, and from whom.
+    std::vector<std::vector<const Value*>> received(stages_.size());
+    for (size_t s = 0; s < stages_.size(); ++s) {
+      StageData& d = stages_[s];
+      for (const Value* v : externals(d.nodes)) {
+        if (v->kind == ir::ValueKind::CustomObj || liftedSpec_.count(v)) {
+          d.lifted.push_back(v);
+        } else if (userInput_.count(v)) {
+          d.inputs.push_back(v);
+        } else if (v->producer) {
+          if (v->kind != ir::ValueKind::Tensor)
+            invalidInput("stage " + std::to_string(s),
+                         std::string("symbolic value '") + v->name + "' (" + ir::valueKindName(v->kind) +
+                             ") would cross a stage boundary from stage " + std::to_string(homeStage(v)) +
+                             "; move the cut so its producer and users share a stage");
+          int home = homeStage(v);
+          if (home >= static_cast<int>(s)) internalError("carve", "value '" + v->name + "' flows backward");
+          received[s].push_back(v);
+        } else {
+          invalidInput("stage " + std::to_string(s), "value '" + v->name + "' has no source");
+        }
+      }
+      std::sort(d.lifted.begin(), d.lifted.end(),
+                [&](const Value* x, const Value* y) { return liftedSpec_.at(x) < liftedSpec_.at(y); });
+      std::sort(d.inputs.begin(), d.inputs.end(),
+                [&](const Value* x, const Value* y) { return userInput_.at(x) < userInput_.at(y); });
+      std::sort(received[s].begin(), received[s].end(), [&](const Value* x, const Value* y) {
+        return std::make_pair(homeStage(x), pos_.at(x->producer)) < std::make_pair(homeStage(y), pos_.at(y->producer));
+      });
+      d.inputs.insert(d.inputs.end(), received[s].begin(), received[s].end());
+    }
+    // What each stage sends: values others receive, and user outputs.
+    std::vector<std::set<std::pair<size_t, const Value*>>> sends(stages_.size());
+    for (size_t s = 0; s < stages_.size(); ++s)
+      for (const Value* v : received[s]) sends[static_cast<size_t>(homeStage(v))].insert({pos_.at(v->producer), v});
+    for (size_t k = 0; k < p_.outputSpecs.size(); ++k) {
+      const auto& spec = p_.outputSpecs[k];
+      const Value* v = spec.arg.value();
+      switch (spec.kind) {
+        case ir::OutputKind::UserOutput:
+          if (v && v->producer) sends[static_cast<size_t>(homeStage(v))].insert({pos_.at(v->producer), v});
+          else if (spec.arg.refs.size() != 1 || (!v && spec.arg.tag != ir::ArgTag::Tensor))
+            invalidInput("signature.output_specs[" + std::to_string(k) + "]",
+                         "a constant user output cannot be produced by a stage");
+          break;
+        case ir::OutputKind::BufferMutation: {
+          if (!v->producer) break;  // buffer written with an input: nothing to apply
+          size_t home = static_cast<size_t>(homeStage(v));
+          for (size_t s = 0; s < stages_.size(); ++s) {
+            if (s == home) continue;
+            for (const Value* l : stages_[s].lifted)
+              if (p_.inputSpecs[liftedSpec_.at(l)].target == spec.target)
+                invalidInput("buffer '" + spec.target + "'", "it is updated in stage " + std::to_string(home) +
+                                                                  " but read in stage " + std::to_string(s) +
+                                                                  "; keep a buffer's readers and its update in one stage");
+          }
+          stages_[home].mutations.emplace_back(v, k);
+          break;
+        }
+        default:
+          invalidInput("signature.output_specs[" + std::to_string(k) + "]",
+                       std::string("outputs of kind '") + ir::outputKindKey(spec.kind) +
+                           "' (training or input mutation) cannot be pipelined");
+      }
+    }
+    for (size_t s = 0; s < stages_.size(); ++s)
+      for (const auto& [p, v] : sends[s]) stages_[s].outputs.push_back(v);
+  }
+
+  Manifest manifestSkeleton() const {
+    Manifest m;
+    m.torchVersion = p_.torchVersion;
+    m.schemaVersion = std::to_string(p_.schemaMajor) + "." + std::to_string(p_.schemaMinor);
+    for (size_t k : userInputs_) {
+      const auto& s = p_.inputSpecs[k];
+      UserValue u;
+      u.name = s.arg.value() ? s.arg.value()->name : s.target;
+      if (s.arg.value()) u.tensor = tensorSpecOf(*s.arg.value());
+      m.inputs.push_back(u);
+    }
+    for (const auto& entry : p_.moduleCallGraph)
+      if (entry.fqn.empty() && entry.signature.is_object()) {
+        m.inSpec = entry.signature.value("in_spec", "");
+        m.outSpec = entry.signature.value("out_spec", "");
+      }
+    return m;
+  }
+
+  CarvedStage buildStage(int s) {
+    const StageData& d = stages_[static_cast<size_t>(s)];
+    CarvedStage out;
+    pt2::Package& pkg = out.package;
+    ir::Program& sp = pkg.program;
+    pkg.modelName = "model";
+    sp.schemaMajor = p_.schemaMajor;
+    sp.schemaMinor = p_.schemaMinor;
+    sp.torchVersion = p_.torchVersion;
+    sp.opsetVersion = p_.opsetVersion;
+    sp.verifiers = p_.verifiers;
+    sp.rangeConstraints = p_.rangeConstraints;
+    sp.graphModuleMetadata = p_.graphModuleMetadata;
+
+    ir::ValueMap map;
+    for (const Value* v : d.lifted) {
+      const ir::InputSpec& orig = p_.inputSpecs[liftedSpec_.at(v)];
+      Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
+      map[v] = nv;
+      ir::InputSpec spec = orig;
+      spec.arg = orig.kind == ir::InputKind::CustomObj ? orig.arg : ir::Argument::tensor(nv);
+      if (orig.kind == ir::InputKind::CustomObj) spec.arg.refs[0].value = nv;
+      sp.graph.inputs.push_back(spec.arg);
+      sp.inputSpecs.push_back(std::move(spec));
+      const std::map<std::string, pt2::StoredTensor>* tables[] = {&whole_.weights, &whole_.constants};
+      for (int t = 0; t < 2; ++t)
+        if (auto it = tables[t]->find(orig.target); it != tables[t]->end())
+          (t == 0 ? pkg.weights : pkg.constants).emplace(orig.target, it->second);
+      StageParameter param;
+      param.name = orig.target;
+      param.kind = liftedKind(orig.kind);
+      param.bytes = tensorBytes(orig.target);
+      out.info.parameters.push_back(param);
+      out.info.parameterBytes += param.bytes;
+    }
+    for (const Value* v : d.inputs) {
+      Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
+      map[v] = nv;
+      ir::InputSpec spec;
+      spec.kind = ir::InputKind::UserInput;
+      spec.arg = ir::Argument::tensor(nv);
+      sp.graph.inputs.push_back(spec.arg);
+      sp.inputSpecs.push_back(std::move(spec));
+
+      StageInput in;
+      in.name = v->name;
+      in.tensor = tensorSpecOf(*v);
+      if (auto it = userInput_.find(v); it != userInput_.end()) {
+        in.source.kind = ValueSource::Kind::UserInput;
+        in.source.userInput = static_cast<uint32_t>(it->second);
+      } else {
+        in.source.kind = ValueSource::Kind::StageOutput;
+        in.source.stage = static_cast<uint32_t>(homeStage(v));
+        in.source.output = outputIndex(homeStage(v), v);
+      }
+      out.info.inputs.push_back(in);
+    }
+    for (size_t i : d.nodes) ir::cloneNodeInto(*g_.nodes[i], sp.graph, map);
+
+    for (const auto& [v, k] : d.mutations) {
+      ir::OutputSpec spec = p_.outputSpecs[k];
+      spec.arg = ir::Argument::tensor(map.at(v));
+      sp.graph.outputs.push_back(spec.arg);
+      sp.outputSpecs.push_back(std::move(spec));
+    }
+    for (const Value* v : d.outputs) {
+      ir::OutputSpec spec;
+      spec.kind = ir::OutputKind::UserOutput;
+      spec.arg = ir::Argument::tensor(map.at(v));
+      sp.graph.outputs.push_back(spec.arg);
+      sp.outputSpecs.push_back(std::move(spec));
+
+      StageOutput o;
+      o.name = v->name;
+      o.tensor = tensorSpecOf(*v);
+      bool toStage = false;
+      for (size_t t = 0; t < stages_.size(); ++t) {
+        const auto& ins = stages_[t].inputs;
+        for (size_t k = 0; k < ins.size(); ++k)
+          if (ins[k] == v) {
+            Consumer c;
+            c.kind = Consumer::Kind::StageInput;
+            c.stage = static_cast<uint32_t>(t);
+            c.input = static_cast<uint32_t>(k);
+            o.consumers.push_back(c);
+            toStage = true;
+          }
+      }
+      for (size_t k = 0, user = 0; k < p_.outputSpecs.size(); ++k) {
+        if (p_.outputSpecs[k].kind != ir::OutputKind::UserOutput) continue;
+        if (p_.outputSpecs[k].arg.value() == v) {
+          Consumer c;
+          c.kind = Consumer::Kind::UserOutput;
+          c.userOutput = static_cast<uint32_t>(user);
+          o.consumers.push_back(c);
+        }
+        ++user;
+      }
+      if (toStage) out.info.boundaryBytesPerSample += perSampleBytes(*v);
+      out.info.outputs.push_back(o);
+    }
+
+    std::vector<std::string> argNames;
+    for (const Value* v : d.inputs) argNames.push_back(v->name);
+    ir::Json sig{{"inputs", ir::Json::array()}, {"outputs", ir::Json::array()},
+                 {"in_spec", flatSpec(d.inputs.size(), true)}, {"out_spec", flatSpec(d.outputs.size(), false)},
+                 {"forward_arg_names", argNames}};
+    sp.moduleCallGraph.push_back(ir::ModuleCallEntry{"", sig});
+
+    out.info.index = static_cast<uint32_t>(s);
+    out.info.nodeCount = static_cast<uint32_t>(sp.graph.nodeCountRecursive());
+    out.info.modules = containedModules(d);
+    out.info.recomputed = d.recomputedValues;
+    return out;
+  }
+
+  uint32_t outputIndex(int stage, const Value* v) const {
+    const auto& outs = stages_[static_cast<size_t>(stage)].outputs;
+    auto it = std::find(outs.begin(), outs.end(), v);
+    if (it == outs.end()) internalError("carve", "value '" + v->name + "' is not an output of its stage");
+    return static_cast<uint32_t>(it - outs.begin());
+  }
+
+  // The largest modules all of whose nodes run in this stage (own nodes only).
+  std::vector<std::string> containedModules(const StageData& d) const {
+    std::map<std::string, std::pair<size_t, size_t>> count;  // module -> (in stage, total)
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      bool mine = std::binary_search(d.nodes.begin(), d.nodes.end(), i) && !d.recomputedNodes.count(i);
+      for (const auto& f : g_.nodes[i]->moduleStack) {
+        if (f.path.empty()) continue;
+        auto& c = count[f.path];
+        c.second++;
+        if (mine) c.first++;
+      }
+    }
+    std::vector<std::string> full;
+    for (const auto& [m, c] : count)
+      if (c.first == c.second && c.first > 0) full.push_back(m);
+    std::vector<std::string> maximal;
+    for (const auto& m : full) {
+      bool covered = false;
+      for (const auto& other : full)
+        if (other != m && m.size() > other.size() && m.compare(0, other.size(), other) == 0 && m[other.size()] == '.')
+          covered = true;
+      if (!covered) maximal.push_back(m);
+    }
+    return maximal;
+  }
+
+  std::vector<TiedGroup> tiedGroups() const {
+    // Storage identity: the same record of the same archive.
+    std::map<std::pair<const void*, std::string>, std::set<std::string>> byStorage;
+    for (const auto* table : {&whole_.weights, &whole_.constants})
+      for (const auto& [fqn, t] : *table)
+        byStorage[{t.data.source.get(), t.data.record}].insert(fqn);
+    std::vector<TiedGroup> groups;
+    for (const auto& [key, names] : byStorage) {
+      std::set<uint32_t> holders;
+      for (size_t s = 0; s < stages_.size(); ++s)
+        for (const Value* v : stages_[s].lifted)
+          if (names.count(p_.inputSpecs[liftedSpec_.at(v)].target)) holders.insert(static_cast<uint32_t>(s));
+      if (holders.size() < 2) continue;
+      groups.push_back(TiedGroup{{names.begin(), names.end()}, {holders.begin(), holders.end()}});
+    }
+    return groups;
+  }
+
+  const pt2::Package& whole_;
+  const ir::Program& p_;
+  const ir::Graph& g_;
+  const Assignment& a_;
+  CarveOptions opt_;
+  std::unordered_map<const ir::Node*, size_t> pos_;
+  std::unordered_map<const Value*, size_t> userInput_;   // value -> flat user input index
+  std::vector<size_t> userInputs_;                       // flat index -> input spec index
+  std::unordered_map<const Value*, size_t> liftedSpec_;  // value -> input spec index
+  std::vector<std::vector<size_t>> deps_;
+  std::vector<StageData> stages_;
+};
+
+}  // namespace
+
+Carving carve(const pt2::Package& whole, const Assignment& a, const CarveOptions& o) {
+  Carving c = Carver(whole, a, o).run();
+  // Manifest outputs: where each flat user output comes from.
+  const ir::Program& p = whole.program;
+  std::unordered_map<const Value*, uint32_t> userInputIndex;
+  for (uint32_t k = 0; k < c.manifest.inputs.size(); ++k) {
+    const Value* v = p.graph.find(c.manifest.inputs[k].name);
+    if (v) userInputIndex[v] = k;
+  }
+  for (const auto& spec : p.outputSpecs) {
+    if (spec.kind != ir::OutputKind::UserOutput) continue;
+    UserValue u;
+    const Value* v = spec.arg.value();
+    u.name = v ? v->name : spec.arg.literal.dump();
+    if (v) u.tensor = tensorSpecOf(*v);
+    if (v && !v->producer && userInputIndex.count(v)) {
+      ValueSource src;
+      src.kind = ValueSource::Kind::UserInput;
+      src.userInput = userInputIndex.at(v);
+      u.source = src;
+    }
+    c.manifest.outputs.push_back(u);
+  }
+  for (const auto& st : c.stages)
+    for (uint32_t o = 0; o < st.info.outputs.size(); ++o)
+      for (const auto& cons : st.info.outputs[o].consumers)
+        if (cons.kind == Consumer::Kind::UserOutput) {
+          ValueSource src;
+          src.kind = ValueSource::Kind::StageOutput;
+          src.stage = st.info.index;
+          src.output = o;
+          c.manifest.outputs[cons.userOutput].source = src;
+        }
+  return c;
+}
+
+}  // namespace pipecut::partition

@@ -1,0 +1,24 @@
+#pragma once
+// Reference tensors in the safetensors layout (8-byte little-endian header
+// length, JSON header, raw data): what scripts/fixtures writes for every
+// fixture (keys input.<i> and output.<j>), readable without Python.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace pipecut::runtime {
+
+struct ReferenceSet {
+  std::vector<at::Tensor> inputs;   // input.0, input.1, ...
+  std::vector<at::Tensor> outputs;  // output.0, ...
+  std::map<std::string, std::string> metadata;
+};
+
+// Throws pipecut::Error (InvalidInput) naming the file and key.
+ReferenceSet readReference(const std::string& path);
+void writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata);
+
+}  // namespace pipecut::runtime

@@ -1,0 +1,385 @@
+// Stage manifest I/O (JSON and binary) and SHA-256.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <tuple>
+
+#include "manifest/manifest.h"
+#include "support/error.h"
+
+namespace fs = std::filesystem;
+
+// Field-by-field equality for the manifest structs (manifest.h defines none).
+// In namespace pipecut so std::vector's operator== finds them.
+namespace pipecut {
+static bool operator==(const DimSpec& a, const DimSpec& b) {
+  return std::tie(a.size, a.symbol) == std::tie(b.size, b.symbol);
+}
+static bool operator==(const TensorSpec& a, const TensorSpec& b) {
+  return a.dtype == b.dtype && a.shape == b.shape;
+}
+static bool operator==(const ValueSource& a, const ValueSource& b) {
+  return std::tie(a.kind, a.userInput, a.stage, a.output) == std::tie(b.kind, b.userInput, b.stage, b.output);
+}
+static bool operator==(const Consumer& a, const Consumer& b) {
+  return std::tie(a.kind, a.stage, a.input, a.userOutput) == std::tie(b.kind, b.stage, b.input, b.userOutput);
+}
+static bool operator==(const StageInput& a, const StageInput& b) {
+  return a.name == b.name && a.tensor == b.tensor && a.source == b.source;
+}
+static bool operator==(const StageOutput& a, const StageOutput& b) {
+  return a.name == b.name && a.tensor == b.tensor && a.consumers == b.consumers;
+}
+static bool operator==(const StageFile& a, const StageFile& b) {
+  return std::tie(a.path, a.format, a.sha256, a.bytes) == std::tie(b.path, b.format, b.sha256, b.bytes);
+}
+static bool operator==(const StageParameter& a, const StageParameter& b) {
+  return std::tie(a.name, a.kind, a.bytes) == std::tie(b.name, b.kind, b.bytes);
+}
+static bool operator==(const Stage& a, const Stage& b) {
+  return a.index == b.index && a.files == b.files && a.inputs == b.inputs && a.outputs == b.outputs &&
+         a.parameters == b.parameters && a.parameterBytes == b.parameterBytes && a.nodeCount == b.nodeCount &&
+         a.boundaryBytesPerSample == b.boundaryBytesPerSample && a.modules == b.modules &&
+         a.recomputed == b.recomputed;
+}
+static bool operator==(const UserValue& a, const UserValue& b) {
+  return a.name == b.name && a.tensor == b.tensor && a.source == b.source;
+}
+static bool operator==(const TiedGroup& a, const TiedGroup& b) {
+  return a.names == b.names && a.stages == b.stages;
+}
+static bool operator==(const Manifest& a, const Manifest& b) {
+  return a.formatVersion == b.formatVersion && a.sourceModel == b.sourceModel && a.sourceSha256 == b.sourceSha256 &&
+         a.torchVersion == b.torchVersion && a.schemaVersion == b.schemaVersion &&
+         a.pipecutVersion == b.pipecutVersion && a.splitSpec == b.splitSpec && a.inputs == b.inputs &&
+         a.outputs == b.outputs && a.inSpec == b.inSpec && a.outSpec == b.outSpec && a.stages == b.stages &&
+         a.tiedGroups == b.tiedGroups;
+}
+}  // namespace pipecut
+
+namespace {
+
+using pipecut::Manifest;
+
+std::string scratchDir(const std::string& name) {
+#ifdef PIPECUT_TEST_OUT
+  fs::path dir = fs::path(PIPECUT_TEST_OUT) / "manifest" / name;
+#else
+  fs::path dir = fs::temp_directory_path() / "pipecut_test_manifest" / name;
+#endif
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void writeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  REQUIRE(out.good());
+}
+
+std::string sha(const std::string& s) { return pipecut::sha256Bytes(s.data(), s.size()); }
+
+pipecut::TensorSpec tensor(const std::string& dtype, std::vector<pipecut::DimSpec> shape) {
+  return {dtype, std::move(shape)};
+}
+
+pipecut::ValueSource fromUser(uint32_t i) {
+  pipecut::ValueSource s;
+  s.kind = pipecut::ValueSource::Kind::UserInput;
+  s.userInput = i;
+  return s;
+}
+pipecut::ValueSource fromStage(uint32_t stage, uint32_t output) {
+  pipecut::ValueSource s;
+  s.kind = pipecut::ValueSource::Kind::StageOutput;
+  s.stage = stage;
+  s.output = output;
+  return s;
+}
+pipecut::Consumer toStage(uint32_t stage, uint32_t input) {
+  pipecut::Consumer c;
+  c.kind = pipecut::Consumer::Kind::StageInput;
+  c.stage = stage;
+  c.input = input;
+  return c;
+}
+pipecut::Consumer toUser(uint32_t i) {
+  pipecut::Consumer c;
+  c.kind = pipecut::Consumer::Kind::UserOutput;
+  c.userOutput = i;
+  return c;
+}
+
+// Two stages; every field holds a distinct non-default value, both branches of
+// every oneof are used, and one dimension is symbolic.
+Manifest fullManifest() {
+  Manifest m;
+  m.formatVersion = pipecut::kManifestFormatVersion;
+  m.sourceModel = "models/mlp.pt2";
+  m.sourceSha256 = std::string(64, 'e');
+  m.torchVersion = "2.11.0";
+  m.schemaVersion = "8.17";
+  m.pipecutVersion = "0.1.0";
+  m.splitSpec = R"({"stages":2})";
+  m.inSpec = "[1, {\"type\": \"builtins.tuple\"}]";
+  m.outSpec = "[1, {\"type\": null}]";
+  m.inputs.push_back({"x", tensor("float32", {{0, "s77"}, {16, ""}}), std::nullopt});
+  m.inputs.push_back({"mask", tensor("bool", {{0, "s77"}}), std::nullopt});
+  m.outputs.push_back({"out", tensor("float32", {{0, "s77"}, {4, ""}}), fromStage(1, 0)});
+  m.outputs.push_back({"mask_out", tensor("bool", {{0, "s77"}}), fromUser(1)});
+
+  pipecut::Stage s0;
+  s0.index = 0;
+  s0.files.push_back({"stage0/model.pt", "torchscript", std::string(64, 'a'), 12345});
+  s0.files.push_back({"stage0/model.pt2", "pt2", std::string(64, 'b'), 9007199254740993ull});  // > 2^53
+  s0.inputs.push_back({"x", tensor("float32", {{0, "s77"}, {16, ""}}), fromUser(0)});
+  s0.outputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), {toStage(1, 0), toStage(1, 1)}});
+  s0.parameters.push_back({"fc1.weight", "parameter", 2048});
+  s0.parameters.push_back({"fc1.running_mean", "buffer", 64});
+  s0.parameterBytes = 2112;
+  s0.nodeCount = 7;
+  s0.boundaryBytesPerSample = 64;
+  s0.modules = {"fc1", "act"};
+  s0.recomputed = {};
+
+  pipecut::Stage s1;
+  s1.index = 1;
+  s1.files.push_back({"stage1/model.pt", "torchscript", std::string(64, 'c'), 777});
+  s1.inputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), fromStage(0, 0)});
+  s1.inputs.push_back({"relu_again", tensor("float16", {{0, "s77"}, {32, ""}}), fromStage(0, 0)});
+  s1.outputs.push_back({"out", tensor("float32", {{0, "s77"}, {4, ""}}), {toUser(0)}});
+  s1.parameters.push_back({"_tensor_constant0", "constant", 8});
+  s1.parameterBytes = 8;
+  s1.nodeCount = 3;
+  s1.boundaryBytesPerSample = 0;
+  s1.modules = {"fc2", "bl\xc3\xb6" "ck_\xf0\x9f\x98\x80"};  // non-ASCII UTF-8 ("blöck_" and an emoji)
+  s1.recomputed = {"sin_1", "cos_1"};
+  m.stages = {s0, s1};
+
+  m.tiedGroups.push_back({{"embed.weight", "lm_head.weight"}, {0, 1}});
+  return m;
+}
+
+// Runs `fn`, requiring a pipecut::Error of kind InvalidInput; returns it.
+template <class Fn>
+pipecut::Error expectInvalid(Fn fn) {
+  try {
+    fn();
+  } catch (const pipecut::Error& e) {
+    CHECK(e.kind() == pipecut::ErrorKind::InvalidInput);
+    return e;
+  }
+  FAIL("no pipecut::Error was thrown");
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("sha256 matches the FIPS 180-4 test vectors", "[manifest]") {
+  CHECK(sha("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(sha(std::string(1000000, 'a')) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("sha256 pads correctly around block boundaries", "[manifest]") {
+  // Expected values from coreutils sha256sum: lengths where the padding spills
+  // into a second block (56) or exactly fills one (55, 119).
+  CHECK(sha(std::string(55, 'a')) == "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+  CHECK(sha(std::string(56, 'a')) == "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+  CHECK(sha(std::string(63, 'a')) == "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34");
+  CHECK(sha(std::string(64, 'a')) == "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+  CHECK(sha(std::string(65, 'a')) == "635361c48bb9eab14198e76ea8ab7f1a41685d6ad62aa9146d301d4f17eb0ae0");
+  CHECK(sha(std::string(119, 'a')) == "31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb");
+  CHECK(sha(std::string(120, 'a')) == "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c");
+}
+
+TEST_CASE("sha256 of a file equals the hash of its bytes", "[manifest]") {
+  std::string dir = scratchDir("sha_file");
+  // Sizes around the 64 KiB read chunk, and the million-'a' vector (many chunks).
+  for (size_t n : {size_t(0), size_t(1), size_t(65535), size_t(65536), size_t(65537), size_t(200001)}) {
+    std::string bytes;
+    for (size_t i = 0; i < n; ++i) bytes += static_cast<char>((i * 131 + 7) & 0xff);
+    std::string path = dir + "/f" + std::to_string(n);
+    writeFile(path, bytes);
+    CHECK(pipecut::sha256File(path) == sha(bytes));
+  }
+  writeFile(dir + "/million", std::string(1000000, 'a'));
+  CHECK(pipecut::sha256File(dir + "/million") == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+
+  pipecut::Error e = expectInvalid([&] { pipecut::sha256File(dir + "/missing"); });
+  CHECK(e.file() == dir + "/missing");
+  CHECK_THAT(e.what(), Catch::Contains("cannot open: No such file or directory"));
+}
+
+TEST_CASE("a full manifest round-trips through JSON and binary", "[manifest]") {
+  Manifest m = fullManifest();
+
+  std::string json = pipecut::manifestToJson(m);
+  CHECK(json.back() == '\n');
+  CHECK_THAT(json, Catch::Contains("\"format_version\": 1"));  // proto field names, whitespace
+  CHECK_THAT(json, Catch::Contains("\"symbol\": \"s77\""));
+  CHECK_THAT(json, Catch::Contains("\"recomputed\": []"));  // empty fields are printed too
+  Manifest fromJson = pipecut::manifestFromJson(json, "m.json");
+  CHECK(fromJson == m);
+  CHECK(fromJson.stages[0].files[1].bytes == 9007199254740993ull);
+  CHECK(!fromJson.inputs[0].source.has_value());
+  CHECK(pipecut::manifestToJson(fromJson) == json);
+
+  std::string binary = pipecut::manifestToBinary(m);
+  Manifest fromBinary = pipecut::manifestFromBinary(binary, "m.pb");
+  CHECK(fromBinary == m);
+  CHECK(pipecut::manifestToBinary(fromBinary) == binary);
+
+  // A default manifest (no stages, a zero-sized dimension) round-trips as well.
+  Manifest empty;
+  empty.inputs.push_back({"z", tensor("int64", {{0, ""}}), std::nullopt});
+  CHECK(pipecut::manifestFromJson(pipecut::manifestToJson(empty), "e.json") == empty);
+  CHECK(pipecut::manifestFromBinary(pipecut::manifestToBinary(empty), "e.pb") == empty);
+}
+
+TEST_CASE("manifest serialization is deterministic", "[manifest]") {
+  Manifest m = fullManifest();
+  CHECK(pipecut::manifestToBinary(m) == pipecut::manifestToBinary(m));
+  CHECK(pipecut::manifestToBinary(m) == pipecut::manifestToBinary(fullManifest()));
+  CHECK(pipecut::manifestToJson(m) == pipecut::manifestToJson(fullManifest()));
+}
+
+TEST_CASE("malformed manifests are rejected naming the file and field", "[manifest]") {
+  SECTION("garbage JSON") {
+    pipecut::Error e = expectInvalid([] { pipecut::manifestFromJson("{ not json", "bad.json"); });
+    CHECK(e.file() == "bad.json");
+    CHECK_THAT(e.what(), Catch::StartsWith("bad.json: invalid manifest JSON"));
+  }
+  SECTION("an unknown JSON field") {
+    pipecut::Error e =
+        expectInvalid([] { pipecut::manifestFromJson(R"({"format_version": 1, "stagez": []})", "m.json"); });
+    CHECK_THAT(e.what(), Catch::Contains("stagez"));
+  }
+  SECTION("garbage binary") {
+    expectInvalid([] { pipecut::manifestFromBinary(std::string("\xff\xff\xff\xff", 4), "bad.pb"); });
+  }
+  SECTION("a missing or newer format_version") {
+    pipecut::Error e = expectInvalid([] { pipecut::manifestFromBinary("", "empty.pb"); });
+    CHECK(e.where() == "format_version");
+    Manifest m = fullManifest();
+    m.formatVersion = pipecut::kManifestFormatVersion + 1;
+    e = expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "new.pb"); });
+    CHECK(e.where() == "format_version");
+    CHECK_THAT(e.what(), Catch::Contains("newer"));
+    // Even when the newer JSON also has fields this version does not know.
+    e = expectInvalid([] { pipecut::manifestFromJson(R"({"format_version": 99, "future": 1})", "new.json"); });
+    CHECK(e.where() == "format_version");
+  }
+  SECTION("a stage_output reference to a missing stage") {
+    Manifest m = fullManifest();
+    m.stages[1].inputs[1].source = fromStage(5, 0);
+    for (bool json : {false, true}) {
+      pipecut::Error e = expectInvalid([&] {
+        if (json)
+          pipecut::manifestFromJson(pipecut::manifestToJson(m), "m.json");
+        else
+          pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb");
+      });
+      CHECK(e.where() == "stages[1].inputs[1].source.stage_output.stage");
+      CHECK_THAT(e.what(), Catch::StartsWith(json ? "m.json: stages[1].inputs[1].source.stage_output.stage: 5"
+                                                  : "m.pb: stages[1].inputs[1].source.stage_output.stage: 5"));
+    }
+  }
+  SECTION("other out-of-range references") {
+    auto whereOf = [](const Manifest& m) {
+      return expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"); }).where();
+    };
+    Manifest m = fullManifest();
+    m.outputs[0].source = fromStage(1, 3);
+    CHECK(whereOf(m) == "outputs[0].source.stage_output.output");
+    m = fullManifest();
+    m.stages[0].inputs[0].source = fromUser(2);
+    CHECK(whereOf(m) == "stages[0].inputs[0].source.user_input");
+    m = fullManifest();
+    m.stages[0].outputs[0].consumers[1] = toStage(1, 2);
+    CHECK(whereOf(m) == "stages[0].outputs[0].consumers[1].stage_input.input");
+    m = fullManifest();
+    m.stages[0].outputs[0].consumers[0] = toStage(2, 0);
+    CHECK(whereOf(m) == "stages[0].outputs[0].consumers[0].stage_input.stage");
+    m = fullManifest();
+    m.stages[1].outputs[0].consumers[0] = toUser(2);
+    CHECK(whereOf(m) == "stages[1].outputs[0].consumers[0].user_output");
+    m = fullManifest();
+    m.tiedGroups[0].stages[1] = 2;
+    CHECK(whereOf(m) == "tied_groups[0].stages[1]");
+  }
+  SECTION("an unset oneof") {
+    pipecut::Error e = expectInvalid([] {
+      pipecut::manifestFromJson(R"({"format_version": 1, "stages": [{"inputs": [{"name": "x", "source": {}}]}]})",
+                                "m.json");
+    });
+    CHECK(e.where() == "stages[0].inputs[0].source");
+    CHECK_THAT(e.what(), Catch::Contains("m.json: stages[0].inputs[0].source: neither user_input nor stage_output"));
+
+    e = expectInvalid([] {  // a stage input without any source at all
+      pipecut::manifestFromJson(R"({"format_version": 1, "stages": [{"inputs": [{"name": "x"}]}]})", "m.json");
+    });
+    CHECK(e.where() == "stages[0].inputs[0].source");
+
+    e = expectInvalid([] {
+      pipecut::manifestFromJson(R"({"format_version": 1, "stages": [{"outputs": [{"consumers": [{}]}]}]})",
+                                "m.json");
+    });
+    CHECK(e.where() == "stages[0].outputs[0].consumers[0]");
+
+    e = expectInvalid([] {
+      pipecut::manifestFromJson(R"({"format_version": 1, "inputs": [{"tensor": {"shape": [{"size": 2}, {}]}}]})",
+                                "m.json");
+    });
+    CHECK(e.where() == "inputs[0].tensor.shape[1]");
+  }
+}
+
+TEST_CASE("strings that are not UTF-8 are refused when writing, naming the field", "[manifest]") {
+  // protobuf itself would write them, then fail to parse the binary back and
+  // silently drop the bad bytes from JSON.
+  for (const char* bad : {"\xff", "a\xc3", "\xc0\xaf" /* overlong */, "\xed\xa0\x80" /* surrogate */}) {
+    Manifest m = fullManifest();
+    m.stages[1].recomputed[1] = bad;
+    for (bool json : {false, true}) {
+      pipecut::Error e = expectInvalid([&] {
+        if (json)
+          pipecut::manifestToJson(m);
+        else
+          pipecut::manifestToBinary(m);
+      });
+      CHECK(e.where() == "stages[1].recomputed[1]");
+      CHECK(e.message() == "not valid UTF-8");
+    }
+  }
+  Manifest m = fullManifest();
+  m.sourceModel = "\xff.pt2";
+  CHECK(expectInvalid([&] { pipecut::manifestToBinary(m); }).where() == "source_model");
+}
+
+TEST_CASE("readManifest prefers manifest.pb and falls back to manifest.json", "[manifest]") {
+  std::string dir = scratchDir("read");
+  pipecut::Error e = expectInvalid([&] { pipecut::readManifest(dir); });
+  CHECK(e.file() == dir);
+  CHECK_THAT(e.what(), Catch::Contains("no manifest.pb or manifest.json"));
+
+  Manifest json = fullManifest();
+  json.sourceModel = "from_json.pt2";
+  writeFile(dir + "/manifest.json", pipecut::manifestToJson(json));
+  CHECK(pipecut::readManifest(dir) == json);
+
+  Manifest binary = fullManifest();
+  binary.sourceModel = "from_pb.pt2";
+  writeFile(dir + "/manifest.pb", pipecut::manifestToBinary(binary));
+  CHECK(pipecut::readManifest(dir) == binary);
+  CHECK(pipecut::readManifest(dir + "/") == binary);
+
+  writeFile(dir + "/manifest.pb", "\xff\xff\xff");
+  e = expectInvalid([&] { pipecut::readManifest(dir); });
+  CHECK(e.file() == dir + "/manifest.pb");
+}
