@@ -1,0 +1,246 @@
+// `pipecut split` over the fixture zoo: the stages chain back to the reference
+// outputs, boundaries are routed producer -> consumer, tied weights are
+// reported, bad specs are refused, output is byte-identical across runs.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "manifest/manifest.h"
+#include "runtime/chain.h"
+#include "test_util.h"
+
+using namespace pipecut;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> specNames() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(test::sourcePath("testdata/specs")))
+    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string modelOf(const std::string& spec) { return spec.substr(0, spec.rfind('.')); }
+
+std::string splitDir(const std::string& spec) { return test::outPath("splits/" + spec); }
+
+std::string specPath(const std::string& spec) { return test::sourcePath("testdata/specs/" + spec + ".json"); }
+
+std::string writeSpec(const std::string& name, const std::string& json) {
+  std::string p = test::outPath("badspecs/" + name + ".json");
+  std::ofstream(p) << json;
+  return p;
+}
+
+Manifest split(const std::string& spec, const std::string& extra = "") {
+  auto r = test::runPipecut("split " + test::fixture(modelOf(spec)) + " --spec " + specPath(spec) + " -o " +
+                            splitDir(spec) + " --verify-each " + extra);
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  return readManifest(splitDir(spec));
+}
+
+std::map<std::string, std::string> hashes(const std::string& dir) {
+  std::map<std::string, std::string> h;
+  for (const auto& e : fs::directory_iterator(dir)) h[e.path().filename().string()] = sha256File(e.path().string());
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("every fixture split into 2 and 4 stages chains to the reference outputs", "[split]") {
+  auto specs = specNames();
+  REQUIRE(specs.size() >= 19);
+  for (const auto& spec : specs) {
+    INFO(spec);
+    Manifest m = split(spec);
+    size_t want = spec.back() == '4' ? 4 : 2;
+    CHECK(m.stages.size() == want);
+    auto report = runtime::checkChain(splitDir(spec), test::sourcePath("testdata/models/" + modelOf(spec) + ".ref.safetensors"));
+    INFO(report.message);
+    CHECK(report.ok);
+    CHECK(report.maxAbsError <= 1e-5);
+    // These fixtures are fp32 with deterministic CPU kernels: bitwise equal.
+    CHECK(report.exact);
+    auto v = test::runPipecut("verify " + splitDir(spec));
+    CHECK(v.exitCode == 0);
+  }
+}
+
+TEST_CASE("the seed report's model splits at layers.0 END with its no_grad region intact", "[split]") {
+  Manifest m = split("nograd_seed.2");
+  REQUIRE(m.stages.size() == 2);
+  CHECK(std::find(m.stages[0].modules.begin(), m.stages[0].modules.end(), "layers.0") != m.stages[0].modules.end());
+  CHECK(runtime::checkChain(splitDir("nograd_seed.2"), test::sourcePath("testdata/models/nograd_seed.ref.safetensors")).exact);
+}
+
+TEST_CASE("tied GPT-2: the tied group is listed and both stages hold the weight", "[split]") {
+  Manifest m = split("gpt2_tied.4");
+  REQUIRE_FALSE(m.tiedGroups.empty());
+  const TiedGroup& g = m.tiedGroups[0];
+  CHECK(std::find(g.names.begin(), g.names.end(), "lm_head.weight") != g.names.end());
+  CHECK(std::find(g.names.begin(), g.names.end(), "transformer.wte.weight") != g.names.end());
+  CHECK(g.stages == std::vector<uint32_t>{0, 3});
+  for (uint32_t s : {0u, 3u}) {
+    bool holds = false;
+    for (const auto& p : m.stages[s].parameters) holds |= p.name == "lm_head.weight" && p.bytes == 256 * 32 * 4;
+    CHECK(holds);
+  }
+}
+
+TEST_CASE("a skip connection spanning three stages goes producer to consumer directly", "[split]") {
+  Manifest m = split("skip.4");
+  REQUIRE(m.stages.size() == 4);
+  // Stage 3 reads layer 0's output straight from stage 0.
+  bool direct = false;
+  for (const auto& in : m.stages[3].inputs)
+    direct |= in.source.kind == ValueSource::Kind::StageOutput && in.source.stage == 0;
+  CHECK(direct);
+  // Stages 1 and 2 neither receive nor relay it.
+  REQUIRE(m.stages[2].inputs.size() == 1);
+  CHECK(m.stages[2].inputs[0].source.stage == 1);
+  CHECK(m.stages[1].outputs.size() == 1);
+  CHECK(m.stages[2].outputs.size() == 1);
+  const auto& out0 = m.stages[0].outputs;
+  bool toThree = false;
+  for (const auto& o : out0)
+    for (const auto& c : o.consumers) toThree |= c.kind == Consumer::Kind::StageInput && c.stage == 3;
+  CHECK(toThree);
+}
+
+TEST_CASE("user inputs go straight to the stages that need them", "[split]") {
+  Manifest m = split("multi_io.4");
+  std::set<uint32_t> direct;
+  for (const auto& st : m.stages)
+    for (const auto& in : st.inputs)
+      if (in.source.kind == ValueSource::Kind::UserInput && st.index > 0) direct.insert(in.source.userInput);
+  CHECK_FALSE(direct.empty());
+}
+
+TEST_CASE("the Llama's rotary tables are recomputed per stage, or sent directly with --no-recompute", "[split]") {
+  Manifest m = split("llama_tiny.4");
+  for (uint32_t s = 1; s < 4; ++s) {
+    CHECK(m.stages[s].inputs.size() == 1);  // just the hidden state
+    CHECK_FALSE(m.stages[s].recomputed.empty());
+  }
+  auto r = test::runPipecut("split " + test::fixture("llama_tiny") + " --spec " + specPath("llama_tiny.4") + " -o " +
+                            test::outPath("splits/llama_norecompute") + " --no-recompute");
+  REQUIRE(r.exitCode == 0);
+  Manifest n = readManifest(test::outPath("splits/llama_norecompute"));
+  for (uint32_t s = 2; s < 4; ++s) {
+    size_t fromStage0 = 0;
+    for (const auto& in : n.stages[s].inputs)
+      fromStage0 += in.source.kind == ValueSource::Kind::StageOutput && in.source.stage == 0;
+    CHECK(fromStage0 >= 2);  // cos and sin, not relayed through stage 1
+  }
+  CHECK(runtime::checkChain(test::outPath("splits/llama_norecompute"),
+                            test::sourcePath("testdata/models/llama_tiny.ref.safetensors")).exact);
+}
+
+TEST_CASE("split_after_nodes cuts after the named node", "[split]") {
+  std::string spec = writeSpec("after_node", R"({"split_after_nodes": ["relu_1"]})");
+  std::string out = test::outPath("splits/after_node");
+  auto r = test::runPipecut("split " + test::fixture("mlp") + " --spec " + spec + " -o " + out);
+  REQUIRE(r.exitCode == 0);
+  Manifest m = readManifest(out);
+  REQUIRE(m.stages.size() == 2);
+  CHECK(m.stages[1].inputs.at(0).name == "relu_1");
+  CHECK(runtime::checkChain(out, test::sourcePath("testdata/models/mlp.ref.safetensors")).exact);
+}
+
+TEST_CASE("two runs give byte-identical directories", "[split]") {
+  std::string a = test::outPath("det/a"), b = test::outPath("det/b");
+  for (const auto& dir : {a, b}) {
+    auto r = test::runPipecut("split " + test::fixture("llama_tiny") + " --spec " + specPath("llama_tiny.4") + " -o " + dir);
+    REQUIRE(r.exitCode == 0);
+  }
+  auto ha = hashes(a), hb = hashes(b);
+  CHECK(ha.size() == 10);
+  CHECK(ha == hb);
+}
+
+TEST_CASE("bad specs exit 2 with a clear message and change nothing at -o", "[split]") {
+  std::string out = test::outPath("splits/guarded");
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out).exitCode == 0);
+  auto before = hashes(out);
+  struct Case {
+    std::string model, spec, message;
+  };
+  std::vector<Case> cases = {
+      {"llama_tiny", R"({"split_points": {"model.layer.1": "END"}})",
+       "unknown module 'model.layer.1'; closest: 'model.layers.1'"},
+      {"mlp", R"({"split_points": {"layers.0": "BEGINNING"}})", "'layers.0' BEGINNING leaves the first stage empty"},
+      {"mlp", R"({"stages": [["layers.0", "layers.1"], ["layers.1", "head"]]})",
+       "overlapping stage lists: 'layers.1' is listed in stage 0 and stage 1"},
+      {"mlp", R"({"stages": [["layers"], ["layers.1", "head"]]})", "overlapping stage lists"},
+      {"nograd_seed", R"({"split_points": {"rot.proj": "END"}})",
+       "cut inside a higher-order op body: module 'rot.proj' is only part of the body of"},
+      {"nograd_seed", R"({"split_after_nodes": ["sin"]})", "cut inside a higher-order op body: node 'sin'"},
+      {"mlp", R"({"split_points": {"layers.1": "END", "layers.2": "BEGINNING"}})", "would be empty"},
+      {"mlp", R"({"split_points": {"head": "END"}})", "the last stage would be empty"},
+      {"mlp", R"({"split_points": {"layers.1": "MIDDLE"}})", "expected \"BEGINNING\" or \"END\""},
+      {"mlp", R"({"split_after_nodes": ["nope"]})", "unknown node 'nope'"},
+      {"mlp", R"({"stages": [["layers.2"], ["layers.0"]]})", "data would flow backward"},
+      {"mlp", R"({"split_points": {"layers.1": "END"})", "JSON syntax error"},
+      {"mlp", R"({"splitpoints": {}})", "unknown field"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    std::string spec = writeSpec("bad" + std::to_string(k++), c.spec);
+    auto r = test::runPipecut("split " + test::fixture(c.model) + " --spec " + spec + " -o " + out);
+    INFO(c.spec << "\n" << r.output);
+    CHECK(r.exitCode == 2);
+    CHECK_THAT(r.output, Catch::Contains(spec) && Catch::Contains(c.message));
+    CHECK(hashes(out) == before);
+  }
+  for (const auto& e : fs::directory_iterator(fs::path(out).parent_path()))
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}
+
+TEST_CASE("verify catches a changed, missing or extra file", "[split]") {
+  std::string out = test::outPath("splits/tamper");
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out).exitCode == 0);
+  REQUIRE(test::runPipecut("verify " + out).exitCode == 0);
+  {
+    std::fstream f(out + "/stage_001.pt2", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+  auto r = test::runPipecut("verify " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains("stage 1 file 'stage_001.pt2': sha256"));
+  fs::remove(out + "/stage_000.pt");
+  r = test::runPipecut("verify " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains("stage_000.pt': missing"));
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out).exitCode == 0);
+  std::ofstream(out + "/stray.bin") << "x";
+  r = test::runPipecut("verify " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains("'stray.bin': is not listed in the manifest"));
+}
+
+TEST_CASE("preview prints the stages and writes nothing; --dot draws them", "[split]") {
+  std::string out = test::outPath("splits/preview_only");
+  std::string dot = test::outPath("splits/preview.dot");
+  fs::remove_all(out);
+  auto r = test::runPipecut("split " + test::fixture("skip") + " --spec " + specPath("skip.4") + " --preview --dot " + dot);
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains("stage 3:") && Catch::Contains("<- stage 0") && Catch::Contains("B/sample"));
+  CHECK_FALSE(fs::exists(out));
+  std::ifstream in(dot);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK_THAT(text, Catch::Contains("s0 -> s3"));
+}
+
+TEST_CASE("the format option picks the emitted formats", "[split]") {
+  std::string out = test::outPath("splits/pt2_only");
+  auto r = test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " --format pt2");
+  REQUIRE(r.exitCode == 0);
+  CHECK(fs::exists(out + "/stage_000.pt2"));
+  CHECK_FALSE(fs::exists(out + "/stage_000.pt"));
+  CHECK(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " --format onnx").exitCode == 1);
+}
