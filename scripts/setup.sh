@@ -7,8 +7,10 @@ set -euo pipefail
 TORCH_VERSION=2.11.0
 TRANSFORMERS_VERSION=5.23.0
 VENV="${PIPECUT_VENV:-$HOME/.cache/pipecut/venv-torch-$TORCH_VERSION}"
+# libgloo-dev: only its headers, which torch's ProcessGroupGloo.hpp includes (the wheel ships none);
+# every gloo type in that class sits behind a pointer, and the symbols come from libtorch.
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libcli11-dev
-              nlohmann-json3-dev catch2 python3-venv)
+              nlohmann-json3-dev catch2 libgloo-dev python3-venv)
 
 log() { echo "setup: $*" >&2; }
 

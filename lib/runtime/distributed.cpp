@@ -1,0 +1,203 @@
+#include "runtime/distributed.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "support/error.h"
+
+namespace pipecut::runtime {
+
+namespace {
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  try {
+    return std::stoi(v);
+  } catch (...) {
+    invalidInput(name, std::string("environment variable is not an integer: '") + v + "'");
+  }
+}
+
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+constexpr int kHeader = 12;  // ndim, up to 9 sizes, dtype, numel check
+
+}  // namespace
+
+DistEnv DistEnv::fromEnvironment() {
+  DistEnv e;
+  e.rank = envInt("RANK", 0);
+  e.world = envInt("WORLD_SIZE", 1);
+  e.localRank = envInt("LOCAL_RANK", e.rank);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.masterAddr = a;
+  e.masterPort = envInt("MASTER_PORT", 29500);
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  e.agentStore = agent && std::string(agent) == "True";
+  if (const char* r = std::getenv("TORCHELASTIC_RESTART_COUNT"); r && *r) e.attempt = r;
+  if (e.world < 1) invalidInput("WORLD_SIZE", "must be at least 1");
+  if (e.rank < 0 || e.rank >= e.world) invalidInput("RANK", "must be in [0, WORLD_SIZE)");
+  return e;
+}
+
+DistContext::DistContext(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout)
+    : env_(env), backend_(backend), timeout_(timeout) {
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.masterPort);
+    so.isServer = env.rank == 0 && !env.agentStore;
+    so.numWorkers = env.world;
+    so.waitWorkers = false;
+    so.timeout = timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so);
+    store_ = c10::make_intrusive<c10d::PrefixStore>("pipecut/attempt_" + env.attempt, tcp);
+    if (backend == "gloo") {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      else if (env.masterAddr.rfind("127.", 0) == 0 || env.masterAddr == "localhost")
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      else
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world, opts);
+    } else if (backend == "nccl") {
+#ifdef USE_C10D_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env.rank, env.world, opts);
+#else
+      invalidInput("--backend", "this build has no NCCL support");
+#endif
+    } else {
+      invalidInput("--backend", "unknown backend '" + backend + "' (gloo, nccl)");
+    }
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput, "", "rendezvous at " + env.masterAddr + ":" + std::to_string(env.masterPort),
+                firstLine(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    if (dynamic_cast<const Error*>(&e)) throw;
+    throw Error(ErrorKind::InvalidInput, "", "rendezvous at " + env.masterAddr + ":" + std::to_string(env.masterPort),
+                firstLine(e.what()));
+  }
+}
+
+DistContext::~DistContext() {
+  stopWatch_ = true;
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void DistContext::send(const at::Tensor& t, int dst, int tag) {
+  at::Tensor data = t.contiguous();
+  auto headerOpts = at::TensorOptions().dtype(at::kLong).device(backend_ == "nccl" ? data.device() : at::Device("cpu"));
+  at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
+  auto h = header.accessor<int64_t, 1>();
+  if (data.dim() > kHeader - 3) invalidInput("send", "tensors of more than 9 dimensions cannot be sent");
+  h[0] = data.dim();
+  for (int64_t d = 0; d < data.dim(); ++d) h[1 + d] = data.size(d);
+  h[kHeader - 2] = static_cast<int64_t>(data.scalar_type());
+  h[kHeader - 1] = data.numel();
+  header = header.to(headerOpts);
+  std::vector<at::Tensor> hv{header}, dv{data};
+  std::lock_guard<std::mutex> lock(sendMu_);
+  auto w1 = pg_->send(hv, dst, tag * 2);
+  auto w2 = pg_->send(dv, dst, tag * 2 + 1);
+  pending_.emplace_back(w1, hv);
+  pending_.emplace_back(w2, dv);
+  while (pending_.size() > window_) {
+    pending_.front().first->wait(timeout_);
+    pending_.pop_front();
+  }
+}
+
+at::Tensor DistContext::recv(int src, int tag, const at::Device& device) {
+  at::Device where = backend_ == "nccl" ? device : at::Device("cpu");
+  std::vector<at::Tensor> hv{at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(where))};
+  pg_->recv(hv, src, tag * 2)->wait(timeout_);
+  at::Tensor header = hv[0].to(at::kCPU);
+  auto h = header.accessor<int64_t, 1>();
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < h[0]; ++d) sizes.push_back(h[1 + d]);
+  auto dtype = static_cast<at::ScalarType>(h[kHeader - 2]);
+  std::vector<at::Tensor> dv{at::empty(sizes, at::TensorOptions().dtype(dtype).device(where))};
+  pg_->recv(dv, src, tag * 2 + 1)->wait(timeout_);
+  return dv[0];
+}
+
+void DistContext::flush() {
+  std::lock_guard<std::mutex> lock(sendMu_);
+  while (!pending_.empty()) {
+    pending_.front().first->wait(timeout_);
+    pending_.pop_front();
+  }
+}
+
+void DistContext::barrier() {
+  // A store barrier: works for every backend and honours the timeout.
+  std::string key = "barrier/" + std::to_string(barrierCount_++);
+  store_->add(key, 1);
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (store_->add(key, 0) < env_.world) {
+    if (std::chrono::steady_clock::now() > deadline) throw Error(ErrorKind::Internal, "", "barrier", "timed out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void DistContext::put(const std::string& key, const std::string& value) {
+  store_->set("kv/" + key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string DistContext::get(const std::string& key) {
+  store_->wait({"kv/" + key}, timeout_);
+  auto v = store_->get("kv/" + key);
+  return std::string(v.begin(), v.end());
+}
+
+void DistContext::abort(const std::string& why) {
+  try {
+    std::string msg = "rank " + std::to_string(env_.rank) + ": " + why;
+    store_->set("abort", std::vector<uint8_t>(msg.begin(), msg.end()));
+  } catch (...) {
+    // The store itself may be what failed; the others notice that too.
+  }
+}
+
+void DistContext::watch(std::function<void(const std::string&)> onAbort) {
+  auto store = store_;
+  watcher_ = std::thread([this, store, onAbort] {
+    while (!stopWatch_) {
+      try {
+        if (store->check({"abort"})) {
+          auto v = store->get("abort");
+          onAbort(std::string(v.begin(), v.end()));
+        }
+      } catch (const std::exception& e) {
+        if (!stopWatch_) onAbort("lost contact with the rendezvous store (" + firstLine(e.what()) + ")");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+}  // namespace pipecut::runtime
+
+namespace pipecut::runtime {
+
+void DistContext::finish() {
+  stopWatch_ = true;
+  if (watcher_.joinable()) watcher_.join();
+  store_->add("finished", 1);
+  if (env_.rank != 0) return;
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (store_->add("finished", 0) < env_.world && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+}  // namespace pipecut::runtime

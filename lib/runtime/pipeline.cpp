@@ -1,0 +1,748 @@
+#include "runtime/pipeline.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/script.h>
+
+#include "manifest/manifest.h"
+#include "runtime/distributed.h"
+#include "runtime/inputs.h"
+#include "runtime/reference.h"
+#include "runtime/trace.h"
+#include "support/error.h"
+
+namespace pipecut::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct Aborted : std::runtime_error {
+  Aborted() : std::runtime_error("aborted") {}
+};
+
+// A value on its way to a stage: the tensor, and on CUDA the event after
+// which it is ready (recorded on the stream that produced or copied it).
+struct Payload {
+  at::Tensor tensor;
+  std::shared_ptr<at::cuda::CUDAEvent> ready;
+};
+
+// Per-stage inbox of values from other stages, keyed by micro-batch. Bounded:
+// a producer waits while the micro-batch it delivers is `window` or more ahead
+// of the one the stage works on, so a fast stage cannot run away from a slow
+// one. Stages take micro-batches in order, so this never deadlocks.
+class Mailbox {
+ public:
+  Mailbox(size_t slots, int64_t window) : slots_(slots), window_(window) {}
+
+  void put(int64_t mb, size_t slot, Payload p) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return aborted_ || mb < next_ + window_; });
+    if (aborted_) throw Aborted();
+    auto& entry = pending_[mb];
+    if (entry.values.empty()) entry.values.resize(slots_);
+    entry.values[slot] = std::move(p);
+    entry.filled++;
+    cv_.notify_all();
+  }
+
+  std::vector<Payload> take(int64_t mb) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] {
+      if (aborted_ || slots_ == 0) return true;
+      auto it = pending_.find(mb);
+      return it != pending_.end() && it->second.filled == slots_;
+    });
+    if (aborted_) throw Aborted();
+    std::vector<Payload> out;
+    if (slots_ > 0) {
+      out = std::move(pending_[mb].values);
+      pending_.erase(mb);
+    }
+    next_ = mb + 1;
+    cv_.notify_all();
+    return out;
+  }
+
+  void abort() {
+    std::lock_guard<std::mutex> lk(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  struct Entry {
+    std::vector<Payload> values;
+    size_t filled = 0;
+  };
+  size_t slots_;
+  int64_t window_;
+  int64_t next_ = 0;
+  bool aborted_ = false;
+  std::map<int64_t, Entry> pending_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// Admission control for the schedule: how many micro-batches may be between
+// entering the first stage and leaving the last.
+class Gate {
+ public:
+  explicit Gate(int limit) : limit_(limit) {}
+  void acquire() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return aborted_ || inFlight_ < limit_; });
+    if (aborted_) throw Aborted();
+    ++inFlight_;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lk(mu_);
+    --inFlight_;
+    cv_.notify_all();
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lk(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  int limit_, inFlight_ = 0;
+  bool aborted_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// Final outputs, per micro-batch, on rank 0.
+class Sink {
+ public:
+  void reset(size_t microbatches, size_t outputs) {
+    std::lock_guard<std::mutex> lk(mu_);
+    values_.assign(microbatches, std::vector<at::Tensor>(outputs));
+    filled_.assign(microbatches, 0);
+    done_.assign(microbatches, Clock::time_point{});
+    complete_ = 0;
+  }
+  // Returns true when this completed the micro-batch.
+  bool put(int64_t mb, size_t j, at::Tensor t) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& row = values_.at(static_cast<size_t>(mb));
+    row.at(j) = std::move(t);
+    if (++filled_[static_cast<size_t>(mb)] < row.size()) return false;
+    done_[static_cast<size_t>(mb)] = Clock::now();
+    ++complete_;
+    return true;
+  }
+  size_t complete() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return complete_;
+  }
+  std::vector<std::vector<at::Tensor>> values_;
+  std::vector<size_t> filled_;
+  std::vector<Clock::time_point> done_;
+
+ private:
+  size_t complete_ = 0;
+  std::mutex mu_;
+};
+
+struct LocalStage {
+  const Stage* info = nullptr;
+  torch::jit::Module module;
+  c10::Device device{c10::kCPU};
+  std::unique_ptr<Mailbox> mailbox;
+  std::vector<int> slot;  // per forward() argument: mailbox slot, or -1
+  std::optional<c10::cuda::CUDAStream> stream, copyStream;
+  double busyMs = 0;
+};
+
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+class Engine {
+ public:
+  Engine(const RunOptions& o, Manifest m) : o_(o), m_(std::move(m)), P_(m_.stages.size()) {}
+
+  RunReport run() {
+    setupRanks();
+    setupDevices();
+    if (world_ > 1) {
+      std::string backend = o_.backend;
+      if (backend == "auto") backend = allCuda_ ? "nccl" : "gloo";
+      dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend,
+                                            std::chrono::milliseconds(static_cast<int64_t>(o_.timeoutSeconds * 1000)));
+      dist_->watch([this](const std::string& why) { die("stopping: " + why); });
+    }
+    loadStages();
+    loadInputs();
+    buildEdges();
+    try {
+      if (o_.warmup > 0) runIterations(o_.warmup, false);
+      resetMemoryStats();
+      runIterations(o_.iterations, true);
+    } catch (const std::exception& e) {
+      if (dist_) {
+        dist_->abort(e.what());
+        die(e.what());
+      }
+      throw;
+    }
+    RunReport r = report();
+    if (dist_) dist_->finish();
+    return r;
+  }
+
+ private:
+  // In a multi-process run a blocked receive cannot be interrupted, so a
+  // failure ends the process after telling the other ranks.
+  [[noreturn]] void die(const std::string& why) {
+    std::cerr << "pipecut-run: rank " << rank_ << ": " << why << std::endl;
+    std::_Exit(5);
+  }
+
+  void setupRanks() {
+    DistEnv env = DistEnv::fromEnvironment();
+    rank_ = env.rank;
+    world_ = env.world;
+    localRank_ = env.localRank;
+    stageRank_.resize(P_);
+    if (!o_.stageRanks.empty()) {
+      if (o_.stageRanks.size() != P_)
+        invalidInput("--stage-ranks", "gives " + std::to_string(o_.stageRanks.size()) + " ranks for " +
+                                          std::to_string(P_) + " stages");
+      for (size_t s = 0; s < P_; ++s) {
+        if (o_.stageRanks[s] < 0 || o_.stageRanks[s] >= world_)
+          invalidInput("--stage-ranks", "rank " + std::to_string(o_.stageRanks[s]) + " is outside the world of " +
+                                            std::to_string(world_));
+        stageRank_[s] = o_.stageRanks[s];
+      }
+    } else {
+      for (size_t s = 0; s < P_; ++s) stageRank_[s] = static_cast<int>(s * static_cast<size_t>(world_) / P_);
+    }
+  }
+
+  void setupDevices() {
+    if (o_.devices.size() != 1 && o_.devices.size() != P_)
+      invalidInput("--devices", "gives " + std::to_string(o_.devices.size()) + " devices for " + std::to_string(P_) +
+                                    " stages (give one for all, or one per stage)");
+    allCuda_ = true;
+    for (size_t s = 0; s < P_; ++s) {
+      std::string d = o_.devices.size() == 1 ? o_.devices[0] : o_.devices[s];
+      if (d == "cuda") d = "cuda:" + std::to_string(world_ > 1 ? localRank_ : 0);
+      c10::Device dev(c10::kCPU);
+      try {
+        dev = c10::Device(d);
+      } catch (const c10::Error&) {
+        invalidInput("--devices", "unknown device '" + d + "'");
+      }
+      if (!dev.is_cpu() && !dev.is_cuda()) invalidInput("--devices", "only cpu and cuda devices are supported: '" + d + "'");
+      if (dev.is_cuda() && stageRank_[s] == rank_) {
+        if (!torch::cuda::is_available())
+          invalidInput("--devices", "'" + d + "' requested, but no CUDA device is available");
+        if (dev.index() >= static_cast<int>(torch::cuda::device_count()))
+          invalidInput("--devices", "'" + d + "' does not exist (" + std::to_string(torch::cuda::device_count()) +
+                                        " CUDA devices)");
+      }
+      allCuda_ &= dev.is_cuda();
+      devices_.push_back(dev);
+    }
+  }
+
+  void loadStages() {
+    std::set<std::string> verified;
+    for (size_t s = 0; s < P_; ++s) {
+      if (stageRank_[s] != rank_) continue;
+      const Stage& st = m_.stages[s];
+      const StageFile* file = nullptr;
+      for (const auto& f : st.files)
+        if (f.format == "torchscript") file = &f;
+      if (!file) invalidInput("stage " + std::to_string(s), "has no TorchScript (.pt) file; split with --format torchscript");
+      std::string path = o_.dir + "/" + file->path;
+      if (o_.verifyHashes) {
+        std::string h = sha256File(path);
+        if (h != file->sha256)
+          throw Error(ErrorKind::InvalidInput, path, "", "sha256 " + h + " differs from the manifest's " + file->sha256);
+      }
+      auto ls = std::make_unique<LocalStage>();
+      ls->info = &st;
+      ls->device = devices_[s];
+      try {
+        ls->module = torch::jit::load(path, ls->device);
+      } catch (const c10::Error& e) {
+        throw Error(ErrorKind::InvalidInput, path, "", "cannot load: " + firstLine(e.what_without_backtrace()));
+      }
+      ls->module.eval();
+      size_t slots = 0;
+      for (const auto& in : st.inputs)
+        ls->slot.push_back(in.source.kind == ValueSource::Kind::StageOutput && stageRank_[in.source.stage] == rank_
+                               ? static_cast<int>(slots++)
+                               : -1);
+      ls->mailbox = std::make_unique<Mailbox>(slots, std::max(1, o_.queueDepth));
+      if (ls->device.is_cuda()) {
+        ls->stream = c10::cuda::getStreamFromPool(false, ls->device.index());
+        ls->copyStream = c10::cuda::getStreamFromPool(false, ls->device.index());
+      }
+      local_[s] = std::move(ls);
+    }
+  }
+
+  void loadInputs() {
+    std::vector<at::Tensor> inputs;
+    if (o_.randomInputs) {
+      inputs = randomInputs(m_, o_.seed, o_.batch > 0 ? o_.batch : 2, o_.microbatches, o_.intHigh);
+    } else if (!o_.inputsPath.empty()) {
+      inputs = runtime::loadInputs(o_.inputsPath, m_);
+    } else {
+      invalidInput("inputs", "give --inputs FILE or --random-inputs");
+    }
+    batch_ = inputs.empty() || inputs[0].dim() == 0 ? 1 : static_cast<uint64_t>(inputs[0].size(0));
+    chunks_ = splitMicrobatches(inputs, m_, o_.microbatches);
+    // Host tensors headed for a GPU go through pinned memory so that copies
+    // can overlap compute.
+    bool anyCuda = false;
+    for (const auto& [s, ls] : local_) anyCuda |= ls->device.is_cuda();
+    if (anyCuda)
+      for (auto& mb : chunks_)
+        for (auto& t : mb) t = t.pin_memory();
+  }
+
+  // Every stage-output -> consumer connection gets an id; ids make message tags.
+  void buildEdges() {
+    int id = 0;
+    for (const auto& st : m_.stages)
+      for (uint32_t o = 0; o < st.outputs.size(); ++o)
+        for (const auto& c : st.outputs[o].consumers) {
+          edges_[key(st.index, o, c)] = id++;
+        }
+    if (id >= 4096) invalidInput("manifest", "more than 4096 stage connections");
+  }
+
+  static std::string key(uint32_t stage, uint32_t output, const Consumer& c) {
+    return std::to_string(stage) + "/" + std::to_string(output) + "/" +
+           (c.kind == Consumer::Kind::StageInput ? "s" + std::to_string(c.stage) + "." + std::to_string(c.input)
+                                                 : "u" + std::to_string(c.userOutput));
+  }
+
+  int tag(int edge, int64_t mb) const { return static_cast<int>((mb % 65536) * 4096 + edge); }
+
+  void resetMemoryStats() {
+    for (const auto& [s, ls] : local_)
+      if (ls->device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(ls->device.index());
+  }
+
+  void runIterations(int iterations, bool measure) {
+    const int64_t M = o_.microbatches;
+    total_ = static_cast<int64_t>(iterations) * M;
+    gate_ = std::make_unique<Gate>(o_.schedule == Schedule::GPipe ? static_cast<int>(total_) : static_cast<int>(P_));
+    sink_.reset(static_cast<size_t>(total_), m_.outputs.size());
+    start_.assign(static_cast<size_t>(total_), Clock::time_point{});
+    for (auto& [s, ls] : local_) {
+      ls->mailbox = std::make_unique<Mailbox>(ls->mailbox ? countSlots(*ls) : 0, std::max(1, o_.queueDepth));
+      ls->busyMs = 0;
+    }
+    trace_.reset(rank_);
+    failed_ = false;
+    firstError_.clear();
+    t0_ = Clock::now();
+
+    std::vector<std::thread> threads;
+    for (auto& [s, ls] : local_) threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
+    if (rank_ == 0) {
+      feedPassthroughOutputs();
+      std::set<int> remoteRanks;
+      for (const auto& u : m_.outputs)
+        if (u.source && u.source->kind == ValueSource::Kind::StageOutput && stageRank_[u.source->stage] != 0)
+          remoteRanks.insert(stageRank_[u.source->stage]);
+      for (int r : remoteRanks) threads.emplace_back([this, r] { guarded([&] { collect(r); }); });
+    }
+    std::thread progress;
+    std::atomic<bool> finished{false};
+    if (o_.progress && rank_ == 0) progress = std::thread([&] { showProgress(finished); });
+    for (auto& t : threads) t.join();
+    finished = true;
+    if (progress.joinable()) progress.join();
+    if (failed_) throw Error(ErrorKind::Internal, "", "pipeline", firstError_);
+    t1_ = Clock::now();
+    if (dist_) dist_->flush();
+    if (measure) measured_ = true;
+  }
+
+  static size_t countSlots(const LocalStage& ls) {
+    size_t n = 0;
+    for (int s : ls.slot) n += s >= 0;
+    return n;
+  }
+
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (const Aborted&) {
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+
+  void fail(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lk(errMu_);
+      if (failed_) return;
+      failed_ = true;
+      firstError_ = firstLine(what);
+    }
+    if (dist_) {
+      dist_->abort(firstError_);
+      die(firstError_);
+    }
+    gate_->abort();
+    for (auto& [s, ls] : local_) ls->mailbox->abort();
+  }
+
+  void feedPassthroughOutputs() {
+    for (int64_t g = 0; g < total_; ++g)
+      for (size_t j = 0; j < m_.outputs.size(); ++j) {
+        const auto& src = m_.outputs[j].source;
+        if (src && src->kind == ValueSource::Kind::UserInput) complete(g, j, chunks_[static_cast<size_t>(g % o_.microbatches)][src->userInput]);
+      }
+  }
+
+  void complete(int64_t g, size_t j, at::Tensor t) {
+    if (sink_.put(g, j, t.to(at::kCPU)) && stageRank_[0] == rank_) gate_->release();
+  }
+
+  // Rank 0 receives final outputs computed on other ranks, in the order sent.
+  void collect(int from) {
+    for (int64_t g = 0; g < total_; ++g)
+      for (size_t j = 0; j < m_.outputs.size(); ++j) {
+        const auto& src = m_.outputs[j].source;
+        if (!src || src->kind != ValueSource::Kind::StageOutput || stageRank_[src->stage] != from) continue;
+        Consumer c;
+        c.kind = Consumer::Kind::UserOutput;
+        c.userOutput = static_cast<uint32_t>(j);
+        int edge = edges_.at(key(src->stage, src->output, c));
+        auto t0 = Clock::now();
+        at::Tensor t = dist_->recv(from, tag(edge, g), at::Device(at::kCPU));
+        trace_.add("recv output " + std::to_string(j) + " mb " + std::to_string(g), "transfer", 1000 + from, t0, Clock::now());
+        complete(g, j, t);
+      }
+  }
+
+  // Moves a value to the device of the stage that consumes it.
+  Payload deliverTo(const LocalStage& dst, at::Tensor t, std::shared_ptr<at::cuda::CUDAEvent> ready) {
+    if (dst.device.is_cpu()) {
+      if (t.is_cuda()) {
+        if (ready) ready->synchronize();
+        t = t.to(at::kCPU);
+      }
+      return {t, nullptr};
+    }
+    if (t.device() == dst.device) return {t, ready};
+    c10::cuda::CUDAStreamGuard guard(*dst.copyStream);
+    if (ready) ready->block(*dst.copyStream);
+    at::Tensor src = t.is_cuda() || t.is_pinned() ? t : t.pin_memory();
+    at::Tensor out = src.to(dst.device, /*non_blocking=*/true);
+    if (src.is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), *dst.copyStream);
+    auto ev = std::make_shared<at::cuda::CUDAEvent>();
+    ev->record(*dst.copyStream);
+    return {out, ev};
+  }
+
+  void work(LocalStage& st) {
+    c10::InferenceMode inference;
+    std::optional<c10::cuda::CUDAStreamGuard> streamGuard;
+    if (st.stream) streamGuard.emplace(*st.stream);
+    const Stage& info = *st.info;
+    const bool gated = info.index == 0;
+    for (int64_t g = 0; g < total_; ++g) {
+      const auto& chunk = chunks_[static_cast<size_t>(g % o_.microbatches)];
+      if (gated) {
+        gate_->acquire();
+        start_[static_cast<size_t>(g)] = Clock::now();
+      }
+      std::vector<Payload> local = st.mailbox->take(g);
+      std::vector<c10::IValue> args;
+      args.reserve(info.inputs.size());
+      for (size_t k = 0; k < info.inputs.size(); ++k) {
+        const StageInput& in = info.inputs[k];
+        Payload p;
+        if (in.source.kind == ValueSource::Kind::UserInput) {
+          p = deliverTo(st, chunk.at(in.source.userInput), nullptr);
+        } else if (st.slot[k] >= 0) {
+          p = std::move(local[static_cast<size_t>(st.slot[k])]);
+        } else {
+          Consumer c;
+          c.kind = Consumer::Kind::StageInput;
+          c.stage = info.index;
+          c.input = static_cast<uint32_t>(k);
+          int edge = edges_.at(key(in.source.stage, in.source.output, c));
+          auto r0 = Clock::now();
+          at::Tensor t = dist_->recv(stageRank_[in.source.stage], tag(edge, g), st.device);
+          trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", 1000 + static_cast<int>(info.index), r0,
+                     Clock::now());
+          p = deliverTo(st, t, nullptr);
+        }
+        if (st.stream && p.ready) p.ready->block(*st.stream);
+        if (st.stream && p.tensor.is_cuda())
+          c10::cuda::CUDACachingAllocator::recordStream(p.tensor.storage().data_ptr(), *st.stream);
+        args.emplace_back(std::move(p.tensor));
+      }
+      auto c0 = Clock::now();
+      c10::IValue out = st.module.forward(args);
+      std::shared_ptr<at::cuda::CUDAEvent> ready;
+      if (st.stream) {
+        ready = std::make_shared<at::cuda::CUDAEvent>();
+        ready->record(*st.stream);
+        // Busy time means device time; wait for it so the figure is real.
+        st.stream->synchronize();
+      }
+      auto c1 = Clock::now();
+      st.busyMs += msBetween(c0, c1);
+      trace_.add("stage " + std::to_string(info.index) + " mb " + std::to_string(g), "compute",
+                 static_cast<int>(info.index), c0, c1);
+      const auto& results = out.toTupleRef().elements();
+      if (results.size() != info.outputs.size())
+        throw Error(ErrorKind::Internal, "", "stage " + std::to_string(info.index),
+                    "returned " + std::to_string(results.size()) + " values, the manifest lists " +
+                        std::to_string(info.outputs.size()));
+      for (uint32_t o = 0; o < info.outputs.size(); ++o) {
+        at::Tensor t = results[o].toTensor();
+        for (const auto& c : info.outputs[o].consumers) route(info.index, o, c, g, t, ready);
+      }
+    }
+  }
+
+  void route(uint32_t stage, uint32_t output, const Consumer& c, int64_t g, const at::Tensor& t,
+             const std::shared_ptr<at::cuda::CUDAEvent>& ready) {
+    int dstRank = c.kind == Consumer::Kind::StageInput ? stageRank_[c.stage] : 0;
+    if (dstRank == rank_) {
+      if (c.kind == Consumer::Kind::UserOutput) {
+        if (ready) ready->synchronize();
+        complete(g, c.userOutput, t);
+        return;
+      }
+      LocalStage& dst = *local_.at(c.stage);
+      auto t0 = Clock::now();
+      Payload p = deliverTo(dst, t, ready);
+      if (dst.device != t.device())
+        trace_.add("copy to stage " + std::to_string(c.stage), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
+      dst.mailbox->put(g, static_cast<size_t>(dst.slot[c.input]), std::move(p));
+      return;
+    }
+    if (ready) ready->synchronize();
+    at::Tensor send = dist_->backend() == "gloo" && t.is_cuda() ? t.to(at::kCPU) : t;
+    auto t0 = Clock::now();
+    dist_->send(send, dstRank, tag(edges_.at(key(stage, output, c)), g));
+    trace_.add("send to rank " + std::to_string(dstRank), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
+  }
+
+  void showProgress(std::atomic<bool>& finished) {
+    bool shown = false;
+    while (!finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      double elapsed = msBetween(t0_, Clock::now());
+      if (elapsed < 2000 || finished) continue;
+      size_t done = sink_.complete();
+      double rate = static_cast<double>(done) * static_cast<double>(batch_) / static_cast<double>(o_.microbatches) /
+                    (elapsed / 1000.0);
+      std::fprintf(stderr, "\rpipecut-run: %zu/%lld micro-batches, %.1f samples/s   ", done,
+                   static_cast<long long>(total_), rate);
+      shown = true;
+    }
+    if (shown) std::fprintf(stderr, "\n");
+  }
+
+  RunReport report() {
+    RunReport r;
+    r.rank = rank_;
+    r.world = world_;
+    r.backend = dist_ ? dist_->backend() : "none";
+    r.stages = static_cast<uint32_t>(P_);
+    r.microbatches = o_.microbatches;
+    r.schedule = o_.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+    r.samples = batch_ * static_cast<uint64_t>(o_.iterations);
+    r.wallMs = msBetween(t0_, t1_);
+    r.samplesPerSecond = r.wallMs > 0 ? static_cast<double>(r.samples) / (r.wallMs / 1000.0) : 0;
+    double m = o_.microbatches, p = static_cast<double>(P_);
+    r.bubbleTheoretical = (p - 1) / (m + p - 1);
+
+    // Busy times and memory: every rank publishes its own; rank 0 reports all.
+    std::map<uint32_t, double> busy;
+    for (const auto& [s, ls] : local_) busy[static_cast<uint32_t>(s)] = ls->busyMs;
+    std::vector<DeviceMemory> mem = localMemory();
+    if (dist_) {
+      for (const auto& [s, b] : busy) dist_->put("busy/" + std::to_string(s), std::to_string(b));
+      nlohmann::json mj = nlohmann::json::array();
+      for (const auto& d : mem) mj.push_back({d.device, d.peakBytes});
+      dist_->put("mem/" + std::to_string(rank_), mj.dump());
+      if (rank_ == 0) {
+        for (uint32_t s = 0; s < P_; ++s) busy[s] = std::stod(dist_->get("busy/" + std::to_string(s)));
+        mem.clear();
+        for (int rk = 0; rk < world_; ++rk)
+          for (const auto& e : nlohmann::json::parse(dist_->get("mem/" + std::to_string(rk))))
+            mem.push_back(DeviceMemory{rk, e[0].get<std::string>(), e[1].get<uint64_t>()});
+      }
+    }
+    double sumBusy = 0;
+    for (uint32_t s = 0; s < P_; ++s) {
+      StageStats ss;
+      ss.stage = s;
+      ss.rank = stageRank_[s];
+      ss.device = devices_[s].str();
+      ss.busyMs = busy.count(s) ? busy[s] : 0;
+      ss.busyFraction = r.wallMs > 0 ? ss.busyMs / r.wallMs : 0;
+      sumBusy += ss.busyMs;
+      r.stageStats.push_back(ss);
+    }
+    r.memory = mem;
+    r.bubbleMeasured = r.wallMs > 0 ? std::max(0.0, 1.0 - sumBusy / (p * r.wallMs)) : 0;
+
+    if (rank_ == 0) {
+      if (stageRank_[0] == 0) {
+        std::vector<double> lat;
+        for (size_t g = 0; g < start_.size(); ++g) lat.push_back(msBetween(start_[g], sink_.done_[g]));
+        std::sort(lat.begin(), lat.end());
+        auto pct = [&](double q) { return lat[std::min(lat.size() - 1, static_cast<size_t>(q * (lat.size() - 1) + 0.5))]; };
+        if (!lat.empty()) {
+          r.latencyP50Ms = pct(0.50);
+          r.latencyP99Ms = pct(0.99);
+        }
+      }
+      // The last iteration's micro-batches make the merged outputs.
+      std::vector<std::vector<at::Tensor>> last(sink_.values_.end() - o_.microbatches, sink_.values_.end());
+      outputs_ = mergeMicrobatches(last);
+      if (!o_.outputPath.empty()) {
+        std::vector<std::pair<std::string, at::Tensor>> named;
+        for (size_t j = 0; j < outputs_.size(); ++j) named.emplace_back("output." + std::to_string(j), outputs_[j]);
+        writeSafetensors(o_.outputPath, named, {{"format", "pipecut-run-1"}});
+      }
+      if (!o_.checkPath.empty()) check(r);
+    }
+    if (!o_.tracePath.empty()) {
+      std::string path = o_.tracePath;
+      if (world_ > 1) {
+        size_t dot = path.rfind('.');
+        std::string suffix = ".rank" + std::to_string(rank_);
+        path = dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
+      }
+      trace_.write(path, stageNames());
+    }
+    return r;
+  }
+
+  std::map<int, std::string> stageNames() const {
+    std::map<int, std::string> names;
+    for (uint32_t s = 0; s < P_; ++s) {
+      names[static_cast<int>(s)] = "stage " + std::to_string(s) + " (" + devices_[s].str() + ")";
+      names[1000 + static_cast<int>(s)] = "stage " + std::to_string(s) + " transfers";
+    }
+    return names;
+  }
+
+  std::vector<DeviceMemory> localMemory() const {
+    std::vector<DeviceMemory> out;
+    std::set<std::string> seen;
+    for (const auto& [s, ls] : local_) {
+      std::string d = ls->device.str();
+      if (!seen.insert(d).second) continue;
+      DeviceMemory dm;
+      dm.rank = rank_;
+      dm.device = d;
+      if (ls->device.is_cuda()) {
+        auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(ls->device.index());
+        dm.peakBytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
+      } else {
+        struct rusage ru {};
+        getrusage(RUSAGE_SELF, &ru);
+        dm.peakBytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // process peak RSS
+      }
+      out.push_back(dm);
+    }
+    return out;
+  }
+
+  void check(RunReport& r) {
+    ReferenceSet ref = readReference(o_.checkPath);
+    r.checked = true;
+    r.checkOk = true;
+    if (ref.outputs.size() != outputs_.size()) {
+      r.checkOk = false;
+      r.checkMessage = std::to_string(outputs_.size()) + " outputs, the reference has " + std::to_string(ref.outputs.size());
+      return;
+    }
+    for (size_t j = 0; j < outputs_.size(); ++j) {
+      const at::Tensor& got = outputs_[j];
+      const at::Tensor& want = ref.outputs[j];
+      if (got.sizes() != want.sizes() || got.scalar_type() != want.scalar_type()) {
+        r.checkOk = false;
+        r.checkMessage = "output " + std::to_string(j) + " is " + c10::str(got.scalar_type(), got.sizes()) +
+                         ", the reference " + c10::str(want.scalar_type(), want.sizes());
+        return;
+      }
+      at::Tensor diff = (got.to(at::kDouble) - want.to(at::kDouble)).abs();
+      double err = diff.numel() ? diff.max().item<double>() : 0.0;
+      r.maxAbsError = std::max(r.maxAbsError, err);
+      at::Tensor bound = want.to(at::kDouble).abs() * o_.rtol + o_.atol;
+      if (diff.numel() && diff.gt(bound).any().item<bool>() && r.checkOk) {
+        r.checkOk = false;
+        r.checkMessage = "output " + std::to_string(j) + ": max abs error " + std::to_string(err) + " exceeds atol " +
+                         std::to_string(o_.atol) + " + rtol " + std::to_string(o_.rtol);
+      }
+    }
+  }
+
+  RunOptions o_;
+  Manifest m_;
+  size_t P_;
+  int rank_ = 0, world_ = 1, localRank_ = 0;
+  std::vector<int> stageRank_;
+  std::vector<c10::Device> devices_;
+  bool allCuda_ = false;
+  std::unique_ptr<DistContext> dist_;
+  std::map<size_t, std::unique_ptr<LocalStage>> local_;
+  std::vector<std::vector<at::Tensor>> chunks_;
+  uint64_t batch_ = 0;
+  std::map<std::string, int> edges_;
+  int64_t total_ = 0;
+  std::unique_ptr<Gate> gate_;
+  Sink sink_;
+  std::vector<Clock::time_point> start_;
+  Clock::time_point t0_, t1_;
+  bool measured_ = false;
+  std::vector<at::Tensor> outputs_;
+  Trace trace_;
+  std::mutex errMu_;
+  bool failed_ = false;
+  std::string firstError_;
+};
+
+}  // namespace
+
+RunReport runPipeline(const RunOptions& o) {
+  Manifest m = readManifest(o.dir);
+  if (m.stages.empty()) throw Error(ErrorKind::InvalidInput, o.dir, "manifest", "lists no stages");
+  return Engine(o, std::move(m)).run();
+}
+
+}  // namespace pipecut::runtime

@@ -1,0 +1,81 @@
+#pragma once
+// pipecut-run's engine: loads a split directory's TorchScript stages onto
+// devices and streams micro-batches through them, one worker thread per
+// stage, in one process or across processes (c10d Gloo/NCCL).
+// The header is torch-free; drivers stay cheap to compile.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pipecut::runtime {
+
+enum class Schedule {
+  GPipe,     // fill-drain: every micro-batch admitted at once
+  OneFOneB,  // 1F1B's forward order: at most (number of stages) micro-batches in flight
+};
+
+struct RunOptions {
+  std::string dir;
+  std::vector<std::string> devices = {"cpu"};  // one for all stages, or one per stage
+  int microbatches = 1;
+  Schedule schedule = Schedule::GPipe;
+  std::string inputsPath;                  // .safetensors or torch.save'd tuple/dict
+  bool randomInputs = false;
+  uint64_t seed = 0;
+  int64_t batch = 0;                       // random inputs: size of symbolic (dynamic) dimensions
+  int64_t intHigh = 2;                     // random integer inputs lie in [0, intHigh)
+  std::string checkPath;                   // reference outputs to compare with
+  double atol = 1e-5, rtol = 0;
+  int iterations = 1, warmup = 0;
+  int queueDepth = 2;                      // micro-batches a stage may hold ahead of time
+  std::string tracePath;
+  std::string outputPath;                  // merged outputs, .safetensors
+  std::vector<int> stageRanks;             // empty: stage i on rank i mod world
+  double timeoutSeconds = 300;
+  std::string backend = "auto";            // gloo, nccl, auto (nccl when stages are on CUDA)
+  bool progress = false;
+  bool verifyHashes = true;
+};
+
+struct StageStats {
+  uint32_t stage = 0;
+  int rank = 0;
+  std::string device;
+  double busyMs = 0;
+  double busyFraction = 0;
+};
+
+struct DeviceMemory {
+  int rank = 0;
+  std::string device;
+  uint64_t peakBytes = 0;
+};
+
+struct RunReport {
+  int rank = 0, world = 1;
+  std::string backend;
+  uint32_t stages = 0;
+  int microbatches = 0;
+  std::string schedule;
+  uint64_t samples = 0;                    // batch elements processed in measured iterations
+  double wallMs = 0;
+  double samplesPerSecond = 0;
+  double latencyP50Ms = -1, latencyP99Ms = -1;   // per micro-batch, admission to last output
+  double bubbleMeasured = 0;               // 1 - sum(busy) / (stages * wall)
+  double bubbleTheoretical = 0;            // (p - 1) / (m + p - 1)
+  std::vector<StageStats> stageStats;
+  std::vector<DeviceMemory> memory;
+  bool checked = false, checkOk = false;
+  double maxAbsError = 0;
+  std::string checkMessage;
+};
+
+// Throws pipecut::Error: InvalidInput for bad directories, inputs or options;
+// Internal for failures while running. In a multi-process run, a failure on
+// any rank ends every rank (see DistContext::abort).
+RunReport runPipeline(const RunOptions& options);
+
+std::string reportJson(const RunReport& r);
+std::string reportText(const RunReport& r);
+
+}  // namespace pipecut::runtime

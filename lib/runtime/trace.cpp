@@ -1,0 +1,32 @@
+#include "runtime/trace.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/error.h"
+
+namespace pipecut::runtime {
+
+void Trace::add(std::string name, const char* category, int tid, Clock::time_point begin, Clock::time_point end) {
+  std::lock_guard<std::mutex> lk(mu_);
+  events_.push_back(Event{std::move(name), category, tid,
+                          std::chrono::duration<double, std::micro>(begin - origin_).count(),
+                          std::chrono::duration<double, std::micro>(end - begin).count()});
+}
+
+void Trace::write(const std::string& path, const std::map<int, std::string>& threads) const {
+  nlohmann::json events = nlohmann::json::array();
+  std::lock_guard<std::mutex> lk(mu_);
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid_}, {"args", {{"name", "rank " + std::to_string(pid_)}}}});
+  for (const auto& [tid, name] : threads)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid_}, {"tid", tid}, {"args", {{"name", name}}}});
+  for (const auto& e : events_)
+    events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", pid_}, {"tid", e.tid},
+                      {"ts", e.tsUs}, {"dur", e.durUs}});
+  std::ofstream out(path, std::ios::trunc);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  if (!out) throw Error(ErrorKind::InvalidInput, path, "", "cannot write the trace");
+}
+
+}  // namespace pipecut::runtime

@@ -1,0 +1,38 @@
+#pragma once
+// Spans of compute and transfer per stage, written as a Chrome trace (JSON
+// array of "X" events) that Perfetto and chrome://tracing open.
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace pipecut::runtime {
+
+class Trace {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void reset(int pid) {
+    std::lock_guard<std::mutex> lk(mu_);
+    events_.clear();
+    pid_ = pid;
+    origin_ = Clock::now();
+  }
+  void add(std::string name, const char* category, int tid, Clock::time_point begin, Clock::time_point end);
+  // `threads`: display names per tid.
+  void write(const std::string& path, const std::map<int, std::string>& threads) const;
+
+ private:
+  struct Event {
+    std::string name;
+    const char* category;
+    int tid;
+    double tsUs, durUs;
+  };
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+  int pid_ = 0;
+  Clock::time_point origin_ = Clock::now();
+};
+
+}  // namespace pipecut::runtime

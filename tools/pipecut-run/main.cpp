@@ -1,0 +1,84 @@
+// pipecut-run: execute a pipecut split directory as a micro-batched pipeline.
+// Exit codes: 0 ok, 1 usage, 2 invalid input, 3 internal error,
+// 4 --check mismatch, 5 a rank failed or timed out in a multi-process run.
+#include <unistd.h>
+
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/pipeline.h"
+#include "support/error.h"
+
+int main(int argc, char** argv) {
+  using namespace pipecut;
+  runtime::RunOptions o;
+  CLI::App app{"pipecut-run: run a pipecut split directory as a micro-batched pipeline on CPUs and GPUs, "
+               "in one process or across processes (torch.distributed c10d; torchrun --no-python works)"};
+  app.set_version_flag("--version", std::string("pipecut-run ") + PIPECUT_VERSION);
+  std::string devices = "cpu", schedule = "gpipe", stageRanks;
+  bool json = false, quiet = false, noVerify = false;
+  app.add_option("dir", o.dir, "directory written by pipecut split")->required();
+  app.add_option("--devices", devices, "cpu, cuda:N or cuda (= cuda:LOCAL_RANK); one for all stages or one per stage")
+      ->capture_default_str();
+  app.add_option("-m,--microbatches", o.microbatches, "micro-batches per batch (the batch splits along dimension 0)")
+      ->capture_default_str();
+  app.add_option("--schedule", schedule, "gpipe (fill-drain) or 1f1b (at most one micro-batch per stage in flight)")
+      ->capture_default_str();
+  auto* inputs = app.add_option("--inputs", o.inputsPath, "inputs: .safetensors (input.N keys) or a torch.save'd tuple/dict");
+  auto* random = app.add_flag("--random-inputs", o.randomInputs, "draw inputs from the manifest's shapes and dtypes");
+  inputs->excludes(random);
+  app.add_option("--seed", o.seed, "seed for --random-inputs")->capture_default_str();
+  app.add_option("--batch-size", o.batch, "size of dynamic dimensions for --random-inputs");
+  app.add_option("--int-high", o.intHigh, "random integer inputs lie in [0, N)")->capture_default_str();
+  app.add_option("--check", o.checkPath, "reference outputs (.safetensors, output.N keys); exit 4 on mismatch");
+  app.add_option("--atol", o.atol, "absolute tolerance for --check")->capture_default_str();
+  app.add_option("--rtol", o.rtol, "relative tolerance for --check")->capture_default_str();
+  app.add_option("--iterations", o.iterations, "measured passes over the batch")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "unmeasured passes first")->capture_default_str();
+  app.add_option("--queue-depth", o.queueDepth, "micro-batches a stage may receive ahead")->capture_default_str();
+  app.add_option("--stage-ranks", stageRanks, "rank of each stage, e.g. 0,0,1,1 (default: spread evenly)");
+  app.add_option("--timeout", o.timeoutSeconds, "seconds before a silent peer counts as failed")->capture_default_str();
+  app.add_option("--backend", o.backend, "gloo, nccl or auto")->capture_default_str();
+  app.add_option("--output", o.outputPath, "write the merged outputs (.safetensors)");
+  app.add_option("--trace", o.tracePath, "write a Chrome trace (Perfetto) of compute and transfer spans");
+  app.add_flag("--json", json, "print the report as JSON");
+  app.add_flag("-q,--quiet", quiet, "no progress line");
+  app.add_flag("--no-verify", noVerify, "skip checking stage files against the manifest's hashes");
+  try {
+    app.parse(argc, argv);
+    std::stringstream ds(devices);
+    o.devices.clear();
+    for (std::string d; std::getline(ds, d, ',');) o.devices.push_back(d);
+    std::stringstream rs(stageRanks);
+    for (std::string r; std::getline(rs, r, ',');) o.stageRanks.push_back(std::stoi(r));
+    if (schedule == "gpipe") o.schedule = runtime::Schedule::GPipe;
+    else if (schedule == "1f1b") o.schedule = runtime::Schedule::OneFOneB;
+    else throw CLI::ValidationError("--schedule", "expected gpipe or 1f1b");
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "pipecut-run: " << e.what() << "\nRun with --help for more information.\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "pipecut-run: bad option: " << e.what() << "\n";
+    return 1;
+  }
+  o.verifyHashes = !noVerify;
+  o.progress = !quiet && !json && isatty(STDERR_FILENO);
+  try {
+    runtime::RunReport r = runtime::runPipeline(o);
+    if (r.rank == 0) std::cout << (json ? runtime::reportJson(r) + "\n" : runtime::reportText(r));
+    if (r.checked && !r.checkOk) return 4;
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "pipecut-run: " << (e.kind() == ErrorKind::Internal ? "internal error: " : "error: ") << e.what() << "\n";
+    return e.exitCode();
+  } catch (const std::exception& e) {
+    std::cerr << "pipecut-run: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}
