@@ -29,6 +29,17 @@ int envInt(const char* name, int fallback) {
 
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// Gloo's messages start with a source location in brackets; drop it.
+std::string plainMessage(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  std::string m = firstLine(c10e ? c10e->what_without_backtrace() : e.what());
+  if (!m.empty() && m[0] == '[') {
+    size_t close = m.find("] ");
+    if (close != std::string::npos) m = m.substr(close + 2);
+  }
+  return m;
+}
+
 constexpr int kHeader = 12;  // ndim, up to 9 sizes, dtype, numel check
 
 }  // namespace
@@ -95,6 +106,17 @@ DistContext::~DistContext() {
 }
 
 void DistContext::send(const at::Tensor& t, int dst, int tag) {
+  try {
+    sendUnchecked(t, dst, tag);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Internal, "", "sending to rank " + std::to_string(dst),
+                "rank " + std::to_string(dst) + " failed or is unreachable: " + plainMessage(e));
+  }
+}
+
+void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag) {
   at::Tensor data = t.contiguous();
   auto headerOpts = at::TensorOptions().dtype(at::kLong).device(backend_ == "nccl" ? data.device() : at::Device("cpu"));
   at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
@@ -118,6 +140,17 @@ void DistContext::send(const at::Tensor& t, int dst, int tag) {
 }
 
 at::Tensor DistContext::recv(int src, int tag, const at::Device& device) {
+  try {
+    return recvUnchecked(src, tag, device);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Internal, "", "receiving from rank " + std::to_string(src),
+                "rank " + std::to_string(src) + " failed or is unreachable: " + plainMessage(e));
+  }
+}
+
+at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device) {
   at::Device where = backend_ == "nccl" ? device : at::Device("cpu");
   std::vector<at::Tensor> hv{at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(where))};
   pg_->recv(hv, src, tag * 2)->wait(timeout_);
@@ -133,9 +166,13 @@ at::Tensor DistContext::recv(int src, int tag, const at::Device& device) {
 
 void DistContext::flush() {
   std::lock_guard<std::mutex> lock(sendMu_);
-  while (!pending_.empty()) {
-    pending_.front().first->wait(timeout_);
-    pending_.pop_front();
+  try {
+    while (!pending_.empty()) {
+      pending_.front().first->wait(timeout_);
+      pending_.pop_front();
+    }
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Internal, "", "sending", "a peer failed or is unreachable: " + plainMessage(e));
   }
 }
 

@@ -57,6 +57,9 @@ class DistContext {
   void finish();
 
  private:
+  void sendUnchecked(const at::Tensor& t, int dst, int tag);
+  at::Tensor recvUnchecked(int src, int tag, const at::Device& device);
+
   DistEnv env_;
   std::string backend_;
   std::chrono::milliseconds timeout_;

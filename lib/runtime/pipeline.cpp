@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include <ATen/Parallel.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -196,6 +197,7 @@ class Engine {
       dist_->watch([this](const std::string& why) { die("stopping: " + why); });
     }
     loadStages();
+    setThreads();
     loadInputs();
     buildEdges();
     try {
@@ -306,6 +308,19 @@ class Engine {
       }
       local_[s] = std::move(ls);
     }
+  }
+
+  // Stage workers share one intra-op pool per process; several processes on
+  // one machine (LOCAL_WORLD_SIZE, set by torchrun) must not each take every core.
+  void setThreads() {
+    int n = o_.threads;
+    if (n <= 0) {
+      int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      int localWorld = 1;
+      if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && *lw) localWorld = std::max(1, std::atoi(lw));
+      n = std::max(1, cores / (std::max<int>(1, static_cast<int>(local_.size())) * localWorld));
+    }
+    at::set_num_threads(n);
   }
 
   void loadInputs() {

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--stage-ranks", stageRanks, "rank of each stage, e.g. 0,0,1,1 (default: spread evenly)");
   app.add_option("--timeout", o.timeoutSeconds, "seconds before a silent peer counts as failed")->capture_default_str();
   app.add_option("--backend", o.backend, "gloo, nccl or auto")->capture_default_str();
+  app.add_option("--threads", o.threads, "intra-op threads (default: cores / (local stages x LOCAL_WORLD_SIZE))");
   app.add_option("--output", o.outputPath, "write the merged outputs (.safetensors)");
   app.add_option("--trace", o.tracePath, "write a Chrome trace (Perfetto) of compute and transfer spans");
   app.add_flag("--json", json, "print the report as JSON");
