@@ -50,8 +50,13 @@ and per format: (split + capture + ts) / (pipecut --format torchscript),
 Llama and pipeline(): the stock LlamaRotaryEmbedding.forward is decorated with
 @torch.no_grad(), which torch.export records as a wrap_with_set_grad_enabled
 higher-order op; pipeline() has been known to trip an assert on it (pytorch
-issue 128394).  The script tries pipeline() on the stock model and reports
-the outcome (exception type and first line).  If it fails, the comparison is
+issue 128394).  With torch 2.11.0 / transformers 5.23.0 it still does:
+`AssertionError: unexpected placeholder node at index 3`, raised in
+torch/export/unflatten.py (run_from) via pipelining/_unflatten.py
+(_outline_submodules) -- in stage 0's split graph the get_attr of the no_grad
+region's body (`submod_1`) sits between the placeholders.  The script tries
+pipeline() on the stock model and reports the outcome (exception type and
+first line).  If it fails, the comparison is
 also run on the same Llama with the rotary embedding's forward replaced by an
 undecorated function doing the same math ("llama-nograd-free"; exported to
 its own .pt2, which pipecut splits as well).  Should that also fail, a deep
@@ -62,15 +67,21 @@ loader (torch.jit.load, torch.export.load, torch.load of the state_dict) and
 stage 0 of the loadable programs is run on the example input; pipecut's
 stage 0 output is compared with the matching output of pipeline()'s stage 0.
 
-Timings are medians over --repeat runs (min and max shown as well); the
-headline B total is the sum of the per-step medians.
+Timings are medians over --repeat rounds (min and max shown as well); the
+headline B total is the sum of the per-step medians.  Each round runs A
+(3 formats) then B, so both sides see the same machine load; one untimed
+warm-up of each comes first.
 
 Fairness notes:
+  * Both sides run with --threads intra-op threads (default 1: torch here,
+    OMP_NUM_THREADS for pipecut).  The model is tiny, so more threads buy
+    nothing, and with 2 threads on a 2-core machine that is also doing other
+    work, OpenMP barriers made single steps vary 0.05 s .. 4 s run to run.
   * B runs inside an already warm Python process (torch and transformers
-    imported, one full untimed warm-up round of split + capture + saves
-    first); A pays a fresh process each time, including loading libtorch
-    (`pipecut --version` is timed on its own and printed so it can be
-    subtracted).  Both choices favour B.
+    imported, after a full untimed warm-up round); A pays a fresh process
+    each time, including loading libtorch (`pipecut --version` is timed on
+    its own and printed so it can be subtracted).  Both favour B; for small
+    models the process start dominates A.
   * pipeline() rewrites the forward of the split-point modules in place and
     does not undo it (calling it twice on one module recurses forever), so
     each B round works on a copy.deepcopy of the model, made outside the timer.
@@ -83,8 +94,9 @@ Fairness notes:
     traces it a second time; there is no cheaper public way to get
     self-contained stage programs from a Pipe.
   * The two sides do not produce identical stages: pipecut recomputes cheap
-    values (here the rotary cos/sin) in the stage that needs them and sends
-    only the hidden state; pipeline() sends hidden state + cos/sin + ... .
+    values (here the rotary cos/sin and the attention mask) in every stage
+    that needs them and sends only the hidden state; pipeline() sends the
+    hidden state plus those 3 tensors to every later stage.
   * pipecut additionally writes a manifest (JSON + protobuf, with sha256 of
     every file); B writes none.
 """
@@ -97,7 +109,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -110,6 +121,7 @@ import torch.nn as nn  # noqa: E402
 
 BATCH, SEQ = 2, 16
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD_ENV = dict(os.environ)  # environment of the pipecut processes (thread count set in main)
 
 
 # ---------------------------------------------------------------------------
@@ -262,24 +274,22 @@ def run_pipecut(pipecut, model_pt2, spec, out, fmt=None):
     if fmt:
         cmd += ["--format", fmt]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=CHILD_ENV)
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"pipecut failed (rc {proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")
     return elapsed
 
 
-def bench_pipecut(args, model_pt2, spec, work, tm):
-    last = {}
-    for rep in range(args.repeat):
-        for key, fmt in (("A.both", None), ("A.ts", "torchscript"), ("A.pt2", "pt2")):
-            out = os.path.join(work, f"pipecut_{key[2:]}_{rep}")
-            gc.collect()
-            tm.add(key, run_pipecut(args.pipecut, model_pt2, spec, out, fmt))
-            if key in last:
-                shutil.rmtree(last[key])  # outside the timed region
-            last[key] = out
-    return last["A.both"]
+def pipecut_round(args, model_pt2, spec, work, rep, tm):
+    """One timed run per format; returns {key: output dir}."""
+    outs = {}
+    for key, fmt in (("A.both", None), ("A.ts", "torchscript"), ("A.pt2", "pt2")):
+        out = os.path.join(work, f"pipecut_{key[2:]}_{rep}")
+        gc.collect()
+        tm.add(key, run_pipecut(args.pipecut, model_pt2, spec, out, fmt))
+        outs[key] = out
+    return outs
 
 
 def check_pipecut_stage0(out, ids):
@@ -356,35 +366,26 @@ def save_stages(pipe, stage_inputs, out, kind):
             raise ValueError(kind)
 
 
-def bench_pipeline(args, model, ids, prefix, cuts, work, tm):
-    """Round 0 is a warm-up (recorded under "W.*", left out of the medians);
-    rounds 1..repeat are measured.  A failing pipeline() in round 0 propagates.
-    Returns (pipe, stage_inputs, out_dir of the last round)."""
-    last_out = None
-    pipe = stage_inputs = None
-    for rep in range(args.repeat + 1):
-        tag = "W" if rep == 0 else "B"
-        fresh = copy.deepcopy(model)  # not timed; see make_pipe
+def pipeline_round(model, ids, prefix, cuts, out, tag, tm):
+    """pipeline() on a fresh copy, capture, the three saves; times under tag.*.
+    Returns (pipe, stage_inputs)."""
+    fresh = copy.deepcopy(model)  # not timed; see make_pipe
+    gc.collect()
+    t0 = time.perf_counter()
+    pipe = make_pipe(fresh, ids, prefix, cuts)
+    tm.add(f"{tag}.split", time.perf_counter() - t0)
+
+    gc.collect()
+    t0 = time.perf_counter()
+    stage_inputs, _ = capture_stage_inputs(pipe, ids)
+    tm.add(f"{tag}.capture", time.perf_counter() - t0)
+
+    for kind in ("sd", "ts", "pt2"):
         gc.collect()
         t0 = time.perf_counter()
-        pipe = make_pipe(fresh, ids, prefix, cuts)
-        tm.add(f"{tag}.split", time.perf_counter() - t0)
-
-        gc.collect()
-        t0 = time.perf_counter()
-        stage_inputs, _ = capture_stage_inputs(pipe, ids)
-        tm.add(f"{tag}.capture", time.perf_counter() - t0)
-
-        out = os.path.join(work, f"pipeline_{rep}")
-        for kind in ("sd", "ts", "pt2"):
-            gc.collect()
-            t0 = time.perf_counter()
-            save_stages(pipe, stage_inputs, out, kind)
-            tm.add(f"{tag}.{kind}", time.perf_counter() - t0)
-        if last_out:
-            shutil.rmtree(last_out)
-        last_out = out
-    return pipe, stage_inputs, last_out
+        save_stages(pipe, stage_inputs, out, kind)
+        tm.add(f"{tag}.{kind}", time.perf_counter() - t0)
+    return pipe, stage_inputs
 
 
 def check_pipeline_stage0(pipe, stage_inputs, out):
@@ -449,6 +450,8 @@ def print_table(name, tm, a_bytes, b_bytes):
           f"pipeline {b_bytes:,} (state_dict + .pt + .pt2)")
     print(f"  ratio (pipeline+save) / (pipecut split) = {totals['both'] / a['A.both']:.2f}"
           f"   [{name}; .pt+.pt2 vs pipecut both formats]")
+    best = sum(tm.minimum(k) for k in ("B.split", "B.capture", "B.ts", "B.pt2"))
+    print(f"  ratio of minimums (least-disturbed runs) = {best / tm.minimum('A.both'):.2f}")
     print(f"  ratio torchscript only  = {totals['ts'] / a['A.ts']:.2f}"
           f"   (split+capture+jit.trace vs --format torchscript)")
     print(f"  ratio pt2 only          = {totals['pt2'] / a['A.pt2']:.2f}"
@@ -486,24 +489,48 @@ def run_variant(name, args, work, cuts, startup):
     print(f"  cuts: END of {', '.join(f'{prefix}.{i}' for i in cuts)}")
 
     tm = Timings()
-    a_out = bench_pipecut(args, model_pt2, spec, vdir, tm)
-    n_stages, a_stage0 = check_pipecut_stage0(a_out, ids)
-    print(f"  A ok: {n_stages} stages; stage 0 loads via torch.jit.load and torch.export.load"
-          + (", runs, formats agree" if a_stage0 is not None else ""))
-
+    # Warm-up (untimed): one pipecut split, one B round -- which also tells
+    # whether pipeline() works at all.
+    run_pipecut(args.pipecut, model_pt2, spec, os.path.join(vdir, "pipecut_warmup"))
+    shutil.rmtree(os.path.join(vdir, "pipecut_warmup"))
+    b_ok = True
     try:
-        pipe, stage_inputs, b_out = bench_pipeline(args, model, ids, prefix, cuts, vdir, tm)
+        pipeline_round(model, ids, prefix, cuts, os.path.join(vdir, "pipeline_warmup"), "W", tm)
     except Exception as exc:  # noqa: BLE001 - report whatever pipeline() raises
+        b_ok = False
         frames = traceback.extract_tb(exc.__traceback__)
         where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
         print(f"  B FAILED: pipeline() raised {first_line(exc)}")
         print(f"           (raised at {where}; first call, not timed)")
+    shutil.rmtree(os.path.join(vdir, "pipeline_warmup"), ignore_errors=True)
+    if b_ok:
+        warm = sum(tm.runs[f"W.{k}"][0] for k in ("split", "capture", "ts", "pt2"))
+        print(f"  B ok: pipeline() works; untimed warm-up round split+capture+ts+pt2 = {warm:.2f} s "
+              f"(pipeline() alone {tm.runs['W.split'][0]:.2f} s)")
+
+    # Measured rounds, A and B interleaved so both see the same machine load.
+    a_outs = b_out = None
+    pipe = stage_inputs = None
+    for rep in range(args.repeat):
+        if a_outs:
+            for d in a_outs.values():
+                shutil.rmtree(d)
+        a_outs = pipecut_round(args, model_pt2, spec, vdir, rep, tm)
+        if b_ok:
+            if b_out:
+                shutil.rmtree(b_out)
+            b_out = os.path.join(vdir, f"pipeline_{rep}")
+            pipe, stage_inputs = pipeline_round(model, ids, prefix, cuts, b_out, "B", tm)
+    a_out = a_outs["A.both"]
+
+    n_stages, a_stage0 = check_pipecut_stage0(a_out, ids)
+    print(f"  A ok: {n_stages} stages; stage 0 loads via torch.jit.load and torch.export.load"
+          + (", runs, formats agree" if a_stage0 is not None else ""))
+    if not b_ok:
         print_table(name, tm, dir_bytes(a_out), 0)
         print(f"  ratio (pipeline+save) / (pipecut split) = n/a   [{name}; pipeline() fails]")
         return False
-    warm = sum(tm.runs[f"W.{k}"][0] for k in ("split", "capture", "ts", "pt2"))
-    print(f"  B ok: pipeline() works; untimed warm-up round split+capture+ts+pt2 = {warm:.2f} s "
-          f"(pipeline() alone {tm.runs['W.split'][0]:.2f} s)")
+
     b_stage0 = check_pipeline_stage0(pipe, stage_inputs, b_out)
     print(f"  B ok: {pipe.num_stages} stages; stage 0 reloads via torch.load (state_dict), "
           "torch.jit.load and torch.export.load, and matches the stage module")
@@ -524,6 +551,8 @@ def main():
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pipecut", default=os.path.join(HERE, "..", "build", "tools", "pipecut"))
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra-op threads for torch here and OMP_NUM_THREADS for pipecut (default 1)")
     ap.add_argument("--keep", metavar="DIR", help="keep artifacts in DIR (default: a temp dir, removed)")
     ap.add_argument("--also-fallbacks", action="store_true",
                     help="run the fallback models even when pipeline() works on the stock Llama")
@@ -533,6 +562,10 @@ def main():
         raise SystemExit(f"pipecut binary not found: {args.pipecut} (build it or pass --pipecut)")
     if args.repeat < 1:
         raise SystemExit("--repeat must be >= 1")
+
+    torch.set_num_threads(args.threads)
+    CHILD_ENV["OMP_NUM_THREADS"] = str(args.threads)
+    CHILD_ENV["MKL_NUM_THREADS"] = str(args.threads)
 
     import transformers
 
@@ -544,7 +577,7 @@ def main():
     startups = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        subprocess.run([args.pipecut, "--version"], stdout=subprocess.DEVNULL, check=True)
+        subprocess.run([args.pipecut, "--version"], stdout=subprocess.DEVNULL, check=True, env=CHILD_ENV)
         startups.append(time.perf_counter() - t0)
     startup = statistics.median(startups)
 
@@ -553,13 +586,14 @@ def main():
         os.makedirs(work, exist_ok=True)
     else:
         work = tempfile.mkdtemp(prefix="pipecut_bench_")
+    load0 = os.getloadavg()
     t_all = time.perf_counter()
     try:
         ok = run_variant("llama", args, work, cuts, startup)
         if not ok or args.also_fallbacks:
+            why = "pipeline() failed on the stock Llama" if not ok else "--also-fallbacks"
             for fallback in ("llama-nograd-free", "deep-mlp"):
-                print(f"\n(pipeline() failed on the stock Llama; comparing on '{fallback}' instead)"
-                      if not ok else "")
+                print(f"\n({why}: running the comparison on '{fallback}')")
                 if run_variant(fallback, args, work, cuts, startup) and not args.also_fallbacks:
                     break
     finally:
@@ -567,7 +601,9 @@ def main():
             print(f"\nartifacts kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"\ntotal benchmark wall time {time.perf_counter() - t_all:.1f} s")
+    print(f"\ntotal benchmark wall time {time.perf_counter() - t_all:.1f} s; "
+          f"load average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (1 min; "
+          f"other work on the machine shows up as run-to-run spread)")
 
 
 if __name__ == "__main__":

@@ -244,3 +244,14 @@ TEST_CASE("the format option picks the emitted formats", "[split]") {
   CHECK_FALSE(fs::exists(out + "/stage_000.pt"));
   CHECK(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " --format onnx").exitCode == 1);
 }
+
+TEST_CASE("an empty split_points gives one stage: the whole program", "[split]") {
+  std::string spec = writeSpec("whole", R"({"split_points": {}})");
+  std::string out = test::outPath("splits/whole_llama");
+  auto r = test::runPipecut("split " + test::fixture("llama_tiny") + " --spec " + spec + " -o " + out);
+  REQUIRE(r.exitCode == 0);
+  Manifest m = readManifest(out);
+  CHECK(m.stages.size() == 1);
+  CHECK(m.stages[0].outputs.size() == 1);
+  CHECK(runtime::checkChain(out, test::sourcePath("testdata/models/llama_tiny.ref.safetensors")).exact);
+}

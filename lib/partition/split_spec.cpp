@@ -37,7 +37,9 @@ SplitSpec parseSplitSpec(const std::string& text, const std::string& file) {
   if (j.contains("split_points")) {
     s.kind = SplitSpec::Kind::SplitPoints;
     const Json& p = j["split_points"];
-    if (!p.is_object() || p.empty()) fail("split_points", "expected a non-empty object {module: \"BEGINNING\"|\"END\"}");
+    // An empty object means one stage: the whole program (a baseline, or a
+    // plain TorchScript export).
+    if (!p.is_object()) fail("split_points", "expected an object {module: \"BEGINNING\"|\"END\"}");
     // nlohmann's default object sorts keys; order does not matter for cuts.
     for (auto it = p.begin(); it != p.end(); ++it) {
       if (!it.value().is_string()) fail("split_points." + it.key(), "expected \"BEGINNING\" or \"END\"");

@@ -145,8 +145,13 @@ at::Tensor DistContext::recv(int src, int tag, const at::Device& device) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    std::string m = plainMessage(e);
+    if (m.find("Timed out") != std::string::npos)
+      throw Error(ErrorKind::Internal, "", "receiving from rank " + std::to_string(src),
+                  "no data from rank " + std::to_string(src) + " within the timeout (" +
+                      std::to_string(timeout_.count() / 1000) + " s): it failed, hung, or waits on another rank");
     throw Error(ErrorKind::Internal, "", "receiving from rank " + std::to_string(src),
-                "rank " + std::to_string(src) + " failed or is unreachable: " + plainMessage(e));
+                "rank " + std::to_string(src) + " failed or is unreachable: " + m);
   }
 }
 

@@ -86,7 +86,7 @@ std::vector<at::Tensor> randomInputs(const Manifest& m, uint64_t seed, int64_t b
     for (size_t d = 0; d < u.tensor.shape.size(); ++d) {
       const DimSpec& dim = u.tensor.shape[d];
       int64_t size = dim.symbol.empty() ? dim.size : batch;
-      if (d == 0 && dim.symbol.empty()) size *= microbatches;
+      if (d == 0) size *= microbatches;
       shape.push_back(size);
     }
     at::ScalarType t = dtypeOf(u.tensor.dtype, "input '" + u.name + "'");

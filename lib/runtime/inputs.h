@@ -15,9 +15,10 @@ namespace pipecut::runtime {
 std::vector<at::Tensor> loadInputs(const std::string& path, const Manifest& m);
 
 // Inputs drawn from the manifest's dtypes and shapes with a fixed seed: floats
-// standard normal, integers uniform in [0, intHigh), bools fair. A symbolic
-// dimension (a dynamic batch) takes `batch`; dimension 0 is scaled so that the
-// batch holds `microbatches` micro-batches of the exported size.
+// standard normal, integers uniform in [0, intHigh), bools fair. Dimension 0
+// holds `microbatches` micro-batches: of the exported size, or of `batch`
+// where that dimension is symbolic (a dynamic batch); other symbolic
+// dimensions take `batch` too.
 std::vector<at::Tensor> randomInputs(const Manifest& m, uint64_t seed, int64_t batch, int microbatches,
                                      int64_t intHigh);
 

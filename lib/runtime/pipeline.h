@@ -22,7 +22,7 @@ struct RunOptions {
   std::string inputsPath;                  // .safetensors or torch.save'd tuple/dict
   bool randomInputs = false;
   uint64_t seed = 0;
-  int64_t batch = 0;                       // random inputs: size of symbolic (dynamic) dimensions
+  int64_t batch = 0;                       // random inputs: micro-batch size where dimensions are symbolic
   int64_t intHigh = 2;                     // random integer inputs lie in [0, intHigh)
   std::string checkPath;                   // reference outputs to compare with
   double atol = 1e-5, rtol = 0;

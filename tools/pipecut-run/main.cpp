@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   auto* random = app.add_flag("--random-inputs", o.randomInputs, "draw inputs from the manifest's shapes and dtypes");
   inputs->excludes(random);
   app.add_option("--seed", o.seed, "seed for --random-inputs")->capture_default_str();
-  app.add_option("--batch-size", o.batch, "size of dynamic dimensions for --random-inputs");
+  app.add_option("--batch-size", o.batch, "micro-batch size along dynamic (symbolic) dimensions, for --random-inputs");
   app.add_option("--int-high", o.intHigh, "random integer inputs lie in [0, N)")->capture_default_str();
   app.add_option("--check", o.checkPath, "reference outputs (.safetensors, output.N keys); exit 4 on mismatch");
   app.add_option("--atol", o.atol, "absolute tolerance for --check")->capture_default_str();

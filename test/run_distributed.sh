@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# pipecut-run across processes over Gloo on loopback: every split with 2
+# processes, the 4-stage splits with 4 processes, M in {1, 4}; all --check.
+set -uo pipefail
+run=$1 src=$2 splits=$3 port=${4:-29700}
+models=$src/testdata/models
+fail=0 pass=0
+launch() {  # launch WORLD DIR REF M
+  local world=$1 dir=$2 ref=$3 m=$4 pids=() rc=0
+  port=$((port + 1))
+  for ((r = 0; r < world; r++)); do
+    RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 120 "$run" "$dir" -m "$m" --inputs "$ref" --check "$ref" -q --timeout 60 >"$dir.rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
+  if [[ $rc -ne 0 ]] || ! grep -q "check: ok" "$dir.rank0.log"; then
+    echo "FAIL: $(basename "$dir") world=$world M=$m (exit $rc)"; tail -3 "$dir".rank*.log; fail=$((fail+1))
+  else
+    pass=$((pass+1))
+  fi
+}
+for spec in "$src"/testdata/specs/*.json; do
+  name=$(basename "$spec" .json); model=${name%.*}
+  launch 2 "$splits/$name" "$models/$model.ref.safetensors" 1
+  launch 2 "$splits/$name" "$models/$model.mb4.ref.safetensors" 4
+  [[ $name == *.4 ]] && launch 4 "$splits/$name" "$models/$model.mb4.ref.safetensors" 4
+done
+echo "run_distributed: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]

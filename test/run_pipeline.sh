@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# pipecut-run in one process: every fixture split into 2 and 4 stages, with 1
+# and 4 micro-batches, reproduces the PyTorch references (--check); plus the
+# 1F1B schedule, traces, JSON reports, and the exit codes users script against.
+set -uo pipefail
+run=$1 py=$2 src=$3 splits=$4 out=$5
+mkdir -p "$out"
+models=$src/testdata/models
+fail=0 pass=0
+expect() {  # expect RC DESCRIPTION -- command...
+  local want=$1 what=$2; shift 3
+  local log; log=$("$@" 2>&1); local rc=$?
+  if [[ $rc -ne $want ]]; then echo "FAIL ($what): exit $rc, wanted $want"; echo "$log" | tail -5; fail=$((fail+1)); else pass=$((pass+1)); fi
+  LAST_LOG=$log
+}
+for spec in "$src"/testdata/specs/*.json; do
+  name=$(basename "$spec" .json); model=${name%.*}
+  expect 0 "$name M=1" -- "$run" "$splits/$name" --inputs "$models/$model.ref.safetensors" --check "$models/$model.ref.safetensors" -q
+  expect 0 "$name M=4" -- "$run" "$splits/$name" -m 4 --inputs "$models/$model.mb4.ref.safetensors" --check "$models/$model.mb4.ref.safetensors" -q
+done
+# 1F1B order, several iterations, trace and JSON report.
+expect 0 "1f1b" -- "$run" "$splits/llama_tiny.4" -m 4 --schedule 1f1b --warmup 1 --iterations 2 \
+  --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$models/llama_tiny.mb4.ref.safetensors" \
+  --json --trace "$out/trace.json" --output "$out/merged.safetensors"
+echo "$LAST_LOG" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["check"]["ok"] and r["schedule"] == "1f1b" and r["microbatches"] == 4, r
+assert abs(r["bubble"]["theoretical"] - 3 / 7) < 1e-9, r["bubble"]
+assert len(r["stage_stats"]) == 4 and r["throughput_samples_per_s"] > 0 and r["latency_ms"]["p99"] >= r["latency_ms"]["p50"] > 0
+assert r["samples"] == 16 and r["peak_memory"][0]["bytes"] > 0
+' || { echo "FAIL: JSON report"; fail=$((fail+1)); }
+python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in t if e["ph"] == "X" and e["cat"] == "compute"]
+assert len(spans) == 4 * 4 * 2, len(spans)
+assert {e["tid"] for e in spans} == {0, 1, 2, 3}
+' "$out/trace.json" || { echo "FAIL: trace"; fail=$((fail+1)); }
+# Random inputs from the manifest (the dynamic batch takes any micro-batch size).
+expect 0 "random inputs" -- "$run" "$splits/dynamic_batch.4" --random-inputs --seed 7 --batch-size 3 -m 4 -q
+expect 0 "torch.save inputs" -- bash -c "'$py' -c \"
+import sys; sys.path.insert(0, '$src/scripts')
+import torch; from refio import read_ref
+ins, outs, _ = read_ref('$models/multi_io.ref.safetensors')
+torch.save(tuple(ins), '$out/multi_io_inputs.pt')
+\" && '$run' '$splits/multi_io.2' --inputs '$out/multi_io_inputs.pt' --check '$models/multi_io.ref.safetensors' -q"
+# A mismatch exits 4; bad input exits 2 with a message naming what is wrong.
+"$py" -c "
+import sys; sys.path.insert(0, '$src/scripts')
+from refio import read_ref, write_ref
+ins, outs, meta = read_ref('$models/mlp.ref.safetensors')
+write_ref('$out/mlp.wrong.safetensors', ins, [o + 1e-3 for o in outs], meta)
+"
+expect 4 "check mismatch" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.wrong.safetensors" -q
+[[ $LAST_LOG == *"check: MISMATCH"* ]] || { echo "FAIL: mismatch message"; fail=$((fail+1)); }
+expect 2 "wrong batch" -- "$run" "$splits/mlp.2" -m 4 --inputs "$models/mlp.ref.safetensors" -q
+[[ $LAST_LOG == *"input 'x': a batch of 2 does not split into 4 equal micro-batches"* ]] || { echo "FAIL: batch message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "static shape" -- "$run" "$splits/mlp.2" -m 1 --inputs "$models/mlp.mb4.ref.safetensors" -q
+[[ $LAST_LOG == *"does not match the exported shape"* ]] || { echo "FAIL: shape message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "no cuda" -- "$run" "$splits/mlp.2" --devices cuda:0 --inputs "$models/mlp.ref.safetensors" -q
+expect 2 "device count" -- "$run" "$splits/mlp.4" --devices cpu,cpu --inputs "$models/mlp.ref.safetensors" -q
+[[ $LAST_LOG == *"gives 2 devices for 4 stages"* ]] || { echo "FAIL: devices message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "missing dir" -- "$run" "$out/nowhere" --random-inputs -q
+expect 1 "usage" -- "$run" "$splits/mlp.2" --schedule zigzag --random-inputs
+cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
+expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
+[[ $LAST_LOG == *"stage_001.pt: sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }
+echo "run_pipeline: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
