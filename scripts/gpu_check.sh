@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The one entry point for GPU checks. On a machine with an NVIDIA GPU and a
+# python3 that holds torch: builds pipecut against that torch, splits the
+# fixture zoo, and runs every split on CUDA (one process, all stages on one
+# GPU) with 1 and 8 micro-batches under --check, then prints throughput and
+# bubble for each run.
+#
+#   scripts/gpu_check.sh                 # on the GPU machine
+#   scripts/gpu_check.sh --device cpu    # the same steps on CPU (tests this script)
+#
+# Environment: PIPECUT_PYTHON (default python3), PIPECUT_DEPS_PREFIX (headers
+# and libraries unpacked by scripts/gpu_deps.sh; default .gpu-deps/prefix when
+# present), OUT (a folder for the log and the JSON reports; default a temp dir).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+device=cuda:0
+[[ ${1:-} == --device ]] && device=$2
+py=${PIPECUT_PYTHON:-python3}
+out=${OUT:-$(mktemp -d)}
+work=$(mktemp -d)
+build=${PIPECUT_GPU_BUILD_DIR:-$work/build}
+mkdir -p "$out"
+log() { echo "gpu_check: $*" | tee -a "$out/gpu_check.log" >&2; }
+
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" |
+  tee -a "$out/gpu_check.log" || { log "python3 has no torch"; exit 2; }
+if [[ $device == cuda* ]] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  log "no CUDA device visible to torch"; exit 2
+fi
+
+# Build against this python's torch.
+prefix=${PIPECUT_DEPS_PREFIX:-}
+[[ -z $prefix && -d $root/.gpu-deps/prefix ]] && prefix=$root/.gpu-deps/prefix
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPECUT_PYTHON="$(command -v "$py")" -DPIPECUT_BUILD_TESTS=OFF)
+if [[ -n $prefix ]]; then
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  cmake_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include"
+               -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" -DProtobuf_INCLUDE_DIR="$prefix/usr/include"
+               -DProtobuf_LIBRARY="$prefix/usr/lib/x86_64-linux-gnu/libprotobuf.so")
+fi
+t0=$SECONDS
+cmake -S "$root" -B "$build" "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; log "configure failed"; exit 3; }
+cmake --build "$build" -j "$(nproc)" --target pipecut pipecut-run >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; log "build failed"; exit 3; }
+log "built in $((SECONDS - t0)) s"
+pipecut=$build/tools/pipecut run=$build/tools/pipecut-run
+
+# References for 8 micro-batches come from this machine's torch.
+"$py" "$root/scripts/fixtures/microbatch_refs.py" --micro 8 --out "$work/refs" >>"$out/gpu_check.log" 2>&1 || { log "reference generation failed"; exit 3; }
+
+# GPU kernels (TF32 convolutions in cuDNN by default, other reduction orders)
+# differ from the CPU references in the last bits.
+tol=(--atol 1e-3 --rtol 1e-3)
+[[ $device == cpu ]] && tol=(--atol 1e-5)
+fail=0 pass=0
+printf "%-24s %3s %3s %12s %9s %9s %10s\n" split M ok samples/s bubble theory max_err | tee -a "$out/gpu_check.log"
+for spec in "$root"/testdata/specs/*.json; do
+  name=$(basename "$spec" .json); model=${name%.*}
+  "$pipecut" split "$root/testdata/models/$model.pt2" --spec "$spec" -o "$work/splits/$name" --format torchscript >/dev/null ||
+    { log "split $name failed"; fail=$((fail+1)); continue; }
+  for m in 1 8; do
+    if [[ $m == 1 ]]; then ref=$root/testdata/models/$model.ref.safetensors; else ref=$work/refs/$model.mb8.ref.safetensors; fi
+    json=$out/$name.m$m.json
+    "$run" "$work/splits/$name" --devices "$device" -m $m --inputs "$ref" --check "$ref" "${tol[@]}" \
+      --warmup 2 --iterations 5 --json -q >"$json" 2>"$out/$name.m$m.err"
+    rc=$?
+    read -r ok tput bubble theory err < <("$py" -c "
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    print(r['check']['ok'], round(r['throughput_samples_per_s'], 1), round(r['bubble']['measured'], 3),
+          round(r['bubble']['theoretical'], 3), '%.2g' % r['check']['max_abs_error'])
+except Exception:
+    print('error - - - -')" "$json")
+    printf "%-24s %3s %3s %12s %9s %9s %10s\n" "$name" $m "$ok" "$tput" "$bubble" "$theory" "$err" | tee -a "$out/gpu_check.log"
+    if [[ $rc -eq 0 && $ok == True ]]; then pass=$((pass+1)); else fail=$((fail+1)); head -3 "$out/$name.m$m.err" | tee -a "$out/gpu_check.log"; fi
+  done
+done
+# A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
+"$run" "$work/splits/llama_tiny.4" --devices "$device" -m 8 --random-inputs --int-high 256 --warmup 5 --iterations 50 \
+  --trace "$out/llama_tiny.4.trace.json" -q | tee -a "$out/gpu_check.log"
+echo "gpu_check: $pass passed, $fail failed" | tee -a "$out/gpu_check.log"
+[[ $fail -eq 0 ]]
