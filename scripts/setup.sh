@@ -25,7 +25,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-REQS="torch==$TORCH_VERSION transformers==$TRANSFORMERS_VERSION numpy"
+REQS="torch==$TORCH_VERSION transformers==$TRANSFORMERS_VERSION numpy jsonschema"
 STAMP="$VENV/.pipecut-stamp"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$REQS" ]]; then
   :
