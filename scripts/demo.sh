@@ -6,12 +6,8 @@
 # PyTorch's reference outputs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=$("$root/scripts/setup.sh")
+venv=$("$root/scripts/build.sh" --target pipecut pipecut-run)
 build=${PIPECUT_BUILD_DIR:-$root/build}
-mkdir -p "$build"
-cmake -S "$root" -B "$build" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" >"$build/configure.log" 2>&1 ||
-  { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" -j2 --target pipecut pipecut-run
 pipecut=$build/tools/pipecut run=$build/tools/pipecut-run
 models=$root/testdata/models
 out=${PIPECUT_DEMO_OUT:-$build/demo}

@@ -39,16 +39,7 @@ Pass dedupeAttributesPass(SameConstantFn sameConstant) {
       changed = true;
     }
     if (!changed) return false;
-    std::vector<ir::InputSpec> specs;
-    std::vector<ir::Argument> inputs;
-    for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
-      if (drop[i]) continue;
-      specs.push_back(std::move(p.inputSpecs[i]));
-      inputs.push_back(std::move(p.graph.inputs[i]));
-    }
-    p.inputSpecs = std::move(specs);
-    p.graph.inputs = std::move(inputs);
-    p.graph.pruneValues();
+    dropInputs(p, drop);
     return true;
   }};
 }

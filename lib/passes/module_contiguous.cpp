@@ -26,42 +26,20 @@ bool reorder(ir::Graph& g) {
   bool changed = false;
   for (auto& n : g.nodes)
     for (ir::Graph* sub : n->subgraphs()) changed |= reorder(*sub);
-  const size_t n = g.nodes.size();
-  auto deps = nodeDependencies(g);
-  std::vector<size_t> pending(n);
-  std::vector<std::vector<size_t>> users(n);
-  for (size_t i = 0; i < n; ++i) {
-    pending[i] = deps[i].size();
-    for (size_t d : deps[i]) users[d].push_back(i);
-  }
-  std::vector<size_t> ready;
-  for (size_t i = 0; i < n; ++i)
-    if (!pending[i]) ready.push_back(i);
-  std::vector<size_t> order;
-  order.reserve(n);
-  const ir::Node* last = nullptr;
-  while (!ready.empty()) {
-    size_t best = 0;
-    for (size_t k = 1; k < ready.size(); ++k) {
-      const ir::Node& cand = *g.nodes[ready[k]];
-      const ir::Node& cur = *g.nodes[ready[best]];
-      size_t dc = last ? sharedDepth(*last, cand) : 0, db = last ? sharedDepth(*last, cur) : 0;
-      if (dc > db || (dc == db && ready[k] < ready[best])) best = k;
-    }
-    size_t pick = ready[best];
-    ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
-    order.push_back(pick);
-    last = g.nodes[pick].get();
-    for (size_t u : users[pick])
-      if (--pending[u] == 0) ready.push_back(u);
-  }
-  if (order.size() != n) return changed;  // a cycle: the topological pass reports it
-  std::vector<std::unique_ptr<ir::Node>> sorted;
-  for (size_t k = 0; k < n; ++k) {
-    changed |= order[k] != k;
-    sorted.push_back(std::move(g.nodes[order[k]]));
-  }
-  g.nodes = std::move(sorted);
+  auto order = listSchedule(
+      g,
+      [&](const std::vector<size_t>& ready, const ir::Node* last) {
+        size_t best = 0;
+        for (size_t k = 1; k < ready.size(); ++k) {
+          size_t dc = last ? sharedDepth(*last, *g.nodes[ready[k]]) : 0;
+          size_t db = last ? sharedDepth(*last, *g.nodes[ready[best]]) : 0;
+          if (dc > db || (dc == db && ready[k] < ready[best])) best = k;
+        }
+        return best;
+      },
+      nullptr);
+  if (order.empty()) return changed;  // a cycle: the topological pass reports it
+  changed |= applyOrder(g, order);
   return changed;
 }
 

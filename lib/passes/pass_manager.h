@@ -61,4 +61,15 @@ bool changesState(const ir::Node& node);    // must not be duplicated (mutation,
 // Indices of the nodes in `g` that each node depends on (same scope only).
 std::vector<std::vector<size_t>> nodeDependencies(const ir::Graph& g);
 
+// List scheduling: repeatedly places one node whose dependencies are placed;
+// `pick` chooses it from the ready ones (original positions) given the node
+// placed last (nullptr at first). Returns an empty order and sets *onCycle to a
+// node on a cycle when the graph has one.
+using PickFn = std::function<size_t(const std::vector<size_t>& ready, const ir::Node* last)>;
+std::vector<size_t> listSchedule(const ir::Graph& g, const PickFn& pick, size_t* onCycle);
+// Puts g's nodes in `order`; returns whether anything moved.
+bool applyOrder(ir::Graph& g, const std::vector<size_t>& order);
+// Removes the placeholders (and their signature entries) marked in `drop`.
+void dropInputs(ir::Program& p, const std::vector<bool>& drop);
+
 }  // namespace pipecut::passes

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up (idempotent), configure and build; prints the venv path on stdout.
+# Shared by test.sh and demo.sh. Extra arguments go to `cmake --build`.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=$("$root/scripts/setup.sh")
+build=${PIPECUT_BUILD_DIR:-$root/build}
+mkdir -p "$build"
+# torch's CMake config is chatty (CUDA arch and kineto warnings); show it only on failure.
+cmake -S "$root" -B "$build" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log" >&2; exit 1; }
+cmake --build "$build" -j2 "$@" >&2
+echo "$venv"
