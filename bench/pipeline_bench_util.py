@@ -145,9 +145,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_json(cmd, env=None, timeout=600):
-    """Run a command printing one JSON document (pipecut-run --json); return it parsed."""
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+def run_json(cmd, env=None, timeout=600, cpus=None):
+    """Run a command printing one JSON document (pipecut-run --json); return it parsed.
+    cpus: optional set of CPU ids the command (and its threads/children) may run on."""
+    pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=pre)
     if p.returncode != 0:
         raise RuntimeError(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     text = p.stdout

@@ -52,10 +52,21 @@ Caveats:
     S x T.  Neither setting isolates "pipeline runtime overhead" perfectly;
     T=1 is the "one core per stage thread" view, T=2 the "whole machine for
     each side" view.
-  * OpenMP threads spin while waiting (libgomp default); with more threads
-    than cores, or other processes on the machine, that spinning can cost a
-    lot.  --omp-wait-policy PASSIVE (sets OMP_WAIT_POLICY for both sides) is
-    offered to see how much of a difference that makes.  Default: unset.
+  * --pin 0 confines every run (both sides) to one core.  With --threads 1
+    that is the strictest "same device": the S stage threads time-share one
+    core, no stage can borrow an idle core, so the ratio shows the runtime's
+    own cost (hand-offs, context switches, cache effects) and cannot exceed
+    1 by more than noise.
+  * OpenMP threads spin while waiting (libgomp default).  With more threads
+    than free cores (other processes on the machine, or S x T > cores) a
+    team can stall: on the shared 2-core machine this was written on, the
+    1-stage --threads 2 run (and plain PyTorch calling the same TorchScript
+    file from Python with 2 threads) swung between ~800 and under 10
+    samples/s from run to run, depending on what else was running.  So
+    --threads 2 numbers are only meaningful on an otherwise idle machine;
+    --threads 1 runs are the stable ones.  --omp-wait-policy PASSIVE (sets
+    OMP_WAIT_POLICY for both sides) avoids the collapse but adds a wake-up
+    cost to every parallel region.  Default: unset.
   * Anything else running on the machine (the load average is printed before
     and after) disturbs both sides; interleaving spreads that over both, the
     min/max columns show how much it moved.
@@ -65,6 +76,7 @@ Caveats:
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -78,6 +90,65 @@ def ints(text):
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def load_stages(d):
+    import torch
+
+    with open(os.path.join(d, "manifest.json")) as f:
+        manifest = json.load(f)
+    mods = []
+    for st in manifest["stages"]:
+        pt = [x["path"] for x in st["files"] if x["format"] == "torchscript"][0]
+        mods.append((torch.jit.load(os.path.join(d, pt), map_location="cpu").eval(), st["inputs"]))
+    return mods
+
+
+def run_sequential(mods, mb):
+    """One micro-batch through the stage programs, one after another, in this thread."""
+    outs = {}
+    for i, (m, inputs) in enumerate(mods):
+        args = []
+        for inp in inputs:
+            src = inp["source"]
+            args.append(mb[src["user_input"]] if "user_input" in src
+                        else outs[(src["stage_output"]["stage"], src["stage_output"]["output"])])
+        for j, t in enumerate(m(*args)):
+            outs[(i, j)] = t
+    return outs
+
+
+def sequential_baseline(a, configs, dirs, ref, cpus):
+    """samples/s of the stage programs called back to back from Python, 1 thread, no pipeline runtime."""
+    import torch
+
+    old = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        batch = U.read_ref(ref)[0]
+        mbs = list(zip(*[t.split(a.mb_size) for t in batch]))
+        mods = {s: load_stages(dirs[s]) for s in configs}
+        res = {s: [] for s in configs}
+        with torch.inference_mode():
+            for s in configs:
+                for _ in range(a.warmup):
+                    for mb in mbs:
+                        run_sequential(mods[s], mb)
+            for r in range(a.repeats):
+                k = r % len(configs)
+                for s in configs[k:] + configs[:k]:
+                    t0 = time.perf_counter()
+                    for _ in range(a.iterations):
+                        for mb in mbs:
+                            run_sequential(mods[s], mb)
+                    res[s].append(a.iterations * a.mb_size * len(mbs) / (time.perf_counter() - t0))
+        return res
+    finally:
+        torch.set_num_threads(old_threads)
+        os.sched_setaffinity(0, old)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stages", type=ints, default=[2, 4], help="stage counts to compare with 1 (default 2,4)")
@@ -87,6 +158,10 @@ def main():
     ap.add_argument("--iterations", type=int, default=20, help="pipecut-run --iterations (default %(default)s)")
     ap.add_argument("--schedule", default="gpipe", help="pipecut-run --schedule (default %(default)s)")
     ap.add_argument("--omp-wait-policy", default="", help="set OMP_WAIT_POLICY for every run (default: leave unset)")
+    ap.add_argument("--pin", type=ints, default=[],
+                    help="CPU ids (e.g. 0) every pipecut-run process is confined to (sched_setaffinity); default: all")
+    ap.add_argument("--no-sequential", action="store_true",
+                    help="skip the in-process baseline (stage programs called back to back from Python, 1 thread)")
     ap.add_argument("--pipecut", default=U.DEFAULT_PIPECUT)
     ap.add_argument("--runner", default=U.DEFAULT_RUNNER)
     ap.add_argument("--keep", default="", help="keep artifacts in DIR (default: a temporary directory, removed)")
@@ -94,6 +169,7 @@ def main():
     a = ap.parse_args()
 
     t_start = time.perf_counter()
+    cpus = set(a.pin) or None
     env = dict(os.environ)
     if a.omp_wait_policy:
         env["OMP_WAIT_POLICY"] = a.omp_wait_policy
@@ -103,7 +179,8 @@ def main():
     print("stages_vs_whole: pipecut-run, S-stage split vs whole program (1 stage), same device (cpu)")
     print(f"model: {U.describe_model(a)}")
     print(f"machine: {os.cpu_count()} CPU cores; load average at start {U.loadavg()}; "
-          f"OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY', '(unset)')}")
+          f"OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY', '(unset)')}; "
+          f"CPUs used: {','.join(map(str, sorted(cpus))) + ' (pinned)' if cpus else 'all'}")
     print(f"runs: -m {a.microbatches} --schedule {a.schedule} --warmup {a.warmup} --iterations {a.iterations} "
           f"--devices cpu, threads {a.threads}, {a.repeats} interleaved repeats")
 
@@ -127,7 +204,7 @@ def main():
         def run(s, t):
             j = U.run_json([a.runner, dirs[s], "--inputs", ref, "-m", str(a.microbatches), "--schedule", a.schedule,
                             "--devices", "cpu", "--threads", str(t), "--warmup", str(a.warmup),
-                            "--iterations", str(a.iterations), "--json", "--quiet"], env=env)
+                            "--iterations", str(a.iterations), "--json", "--quiet"], env=env, cpus=cpus)
             return j
 
         res = {(s, t): [] for s in configs for t in a.threads}
@@ -165,6 +242,15 @@ def main():
         print(U.table(headers, rows))
         print("(ratio vs 1-stage = median S-stage / median 1-stage; paired ratio = median over repeats of the")
         print(" ratio of runs made back to back; work threads = stage threads x intra-op threads)")
+        if not a.no_sequential:
+            seq = sequential_baseline(a, configs, dirs, ref, cpus)
+            print()
+            print("baseline without pipecut-run: the same stage files called one after another for each micro-batch")
+            print("from Python (torch.jit.load, 1 thread, same CPUs), i.e. what the split programs cost by themselves:")
+            base = seq[1]
+            rows = [[f"{s}-stage", f"{U.med(seq[s]):.1f}", f"{min(seq[s]):.1f}", f"{max(seq[s]):.1f}",
+                     f"{U.med(seq[s]) / U.med(base):.2f}"] for s in configs]
+            print(U.table(["programs", "samples/s med", "min", "max", "ratio vs 1-stage"], rows))
         print(f"load average at end {U.loadavg()}; total time {time.perf_counter() - t_start:.0f}s")
         print()
         for t in a.threads:

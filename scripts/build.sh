@@ -7,7 +7,8 @@ venv=$("$root/scripts/setup.sh")
 build=${PIPECUT_BUILD_DIR:-$root/build}
 mkdir -p "$build"
 # torch's CMake config is chatty (CUDA arch and kineto warnings); show it only on failure.
-cmake -S "$root" -B "$build" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" >"$build/configure.log" 2>&1 ||
+cmake -S "$root" -B "$build" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" -DPIPECUT_BUILD_TESTS=ON \
+  >"$build/configure.log" 2>&1 ||
   { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" -j2 "$@" >&2
 echo "$venv"

@@ -29,7 +29,7 @@ trial() {  # trial SIGNAL TIMEOUT MAX_SECONDS
     local elapsed=$((SECONDS - t0))
     if [[ $rc -eq 0 ]]; then echo "FAIL ($sig): rank $r exited 0"; fail=$((fail+1)); fi
     if ((elapsed > limit)); then echo "FAIL ($sig): rank $r took ${elapsed}s (limit ${limit}s)"; fail=$((fail+1)); fi
-    grep -q "rank 1 failed or is unreachable\|no data from rank . within the timeout\|stopping: rank\|lost contact" "$out/kill.$sig.rank$r.log" ||
+    grep -q "rank . failed or is unreachable\|no data from rank . within the timeout\|stopping: rank\|lost contact" "$out/kill.$sig.rank$r.log" ||
       { echo "FAIL ($sig): rank $r message:"; cat "$out/kill.$sig.rank$r.log"; fail=$((fail+1)); }
     echo "$sig: rank $r exit $rc after ~${elapsed}s: $(head -1 "$out/kill.$sig.rank$r.log")"
   done

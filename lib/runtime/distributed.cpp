@@ -211,6 +211,16 @@ void DistContext::abort(const std::string& why) {
   }
 }
 
+std::string DistContext::postedAbort() {
+  try {
+    if (!store_->check({"abort"})) return "";
+    auto v = store_->get("abort");
+    return std::string(v.begin(), v.end());
+  } catch (...) {
+    return "";
+  }
+}
+
 void DistContext::watch(std::function<void(const std::string&)> onAbort) {
   auto store = store_;
   watcher_ = std::thread([this, store, onAbort] {

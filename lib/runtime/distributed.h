@@ -49,6 +49,9 @@ class DistContext {
 
   // Tells every rank to stop: they print `why` and exit non-zero.
   void abort(const std::string& why);
+  // The abort another rank posted, if any ("" when none): the root cause of
+  // a failure here is often a peer that failed first.
+  std::string postedAbort();
   // Starts the thread that watches for another rank's abort (or the store's
   // loss) and calls onAbort (which must not return).
   void watch(std::function<void(const std::string&)> onAbort);

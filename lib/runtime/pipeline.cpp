@@ -205,10 +205,7 @@ class Engine {
       resetMemoryStats();
       runIterations(o_.iterations, true);
     } catch (const std::exception& e) {
-      if (dist_) {
-        dist_->abort(e.what());
-        die(e.what());
-      }
+      if (dist_) stopAllRanks(firstLine(e.what()));
       throw;
     }
     RunReport r = report();
@@ -222,6 +219,20 @@ class Engine {
   [[noreturn]] void die(const std::string& why) {
     std::cerr << "pipecut-run: rank " << rank_ << ": " << why << std::endl;
     std::_Exit(5);
+  }
+
+  // Reports the root cause, posts it for the other ranks, and exits. A lost
+  // connection is usually the echo of a peer that failed first and is about to
+  // post why, so such an error waits a moment for that.
+  [[noreturn]] void stopAllRanks(const std::string& why) {
+    bool echo = why.find("failed or is unreachable") != std::string::npos;
+    for (int i = 0; i < (echo ? 10 : 1); ++i) {
+      std::string prior = dist_->postedAbort();
+      if (!prior.empty()) die("stopping: " + prior + " (here: " + why + ")");
+      if (echo) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    dist_->abort(why);
+    die(why);
   }
 
   void setupRanks() {
@@ -427,10 +438,7 @@ class Engine {
       failed_ = true;
       firstError_ = firstLine(what);
     }
-    if (dist_) {
-      dist_->abort(firstError_);
-      die(firstError_);
-    }
+    if (dist_) stopAllRanks(firstError_);
     gate_->abort();
     for (auto& [s, ls] : local_) ls->mailbox->abort();
   }
