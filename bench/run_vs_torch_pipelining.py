@@ -86,6 +86,7 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -242,6 +243,7 @@ def main():
     env["OMP_NUM_THREADS"] = str(a.threads)
     env["MKL_NUM_THREADS"] = str(a.threads)
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(U.REPO_ROOT, "scripts"), U.BENCH_DIR] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
 

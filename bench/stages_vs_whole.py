@@ -81,6 +81,7 @@ import os
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pipeline_bench_util as U  # noqa: E402
@@ -252,6 +253,12 @@ def main():
                      f"{U.med(seq[s]) / U.med(base):.2f}"] for s in configs]
             print(U.table(["programs", "samples/s med", "min", "max", "ratio vs 1-stage"], rows))
         print(f"load average at end {U.loadavg()}; total time {time.perf_counter() - t_start:.0f}s")
+        if len(a.threads) > 1:
+            best = {s: max(a.threads, key=lambda t: U.med([j["throughput_samples_per_s"] for j in res[(s, t)]]))
+                    for s in configs}
+            bm = {s: U.med([j["throughput_samples_per_s"] for j in res[(s, best[s])]]) for s in configs}
+            print("best --threads per side: " + "; ".join(
+                f"{s}-stage {bm[s]:.1f} (T={best[s]}, {bm[s] / bm[1]:.2f}x 1-stage)" for s in configs))
         print()
         for t in a.threads:
             for s in configs:

@@ -105,9 +105,9 @@ DistContext::~DistContext() {
   if (watcher_.joinable()) watcher_.join();
 }
 
-void DistContext::send(const at::Tensor& t, int dst, int tag) {
+void DistContext::send(const at::Tensor& t, int dst, int tag, const Shape& shape) {
   try {
-    sendUnchecked(t, dst, tag);
+    sendUnchecked(t, dst, tag, shape);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -116,8 +116,21 @@ void DistContext::send(const at::Tensor& t, int dst, int tag) {
   }
 }
 
-void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag) {
+void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag, const Shape& shape) {
   at::Tensor data = t.contiguous();
+  if (shape.known) {
+    if (data.sizes() != c10::IntArrayRef(shape.sizes) || data.scalar_type() != shape.dtype)
+      throw Error(ErrorKind::Internal, "", "send", "value of shape " + c10::str(data.sizes()) +
+                                                       " where the manifest says " + c10::str(shape.sizes));
+    std::vector<at::Tensor> dv{data};
+    std::lock_guard<std::mutex> lock(sendMu_);
+    pending_.emplace_back(pg_->send(dv, dst, tag * 2 + 1), dv);
+    while (pending_.size() > window_) {
+      pending_.front().first->wait(timeout_);
+      pending_.pop_front();
+    }
+    return;
+  }
   auto headerOpts = at::TensorOptions().dtype(at::kLong).device(backend_ == "nccl" ? data.device() : at::Device("cpu"));
   at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
   auto h = header.accessor<int64_t, 1>();
@@ -139,9 +152,9 @@ void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag) {
   }
 }
 
-at::Tensor DistContext::recv(int src, int tag, const at::Device& device) {
+at::Tensor DistContext::recv(int src, int tag, const at::Device& device, const Shape& shape) {
   try {
-    return recvUnchecked(src, tag, device);
+    return recvUnchecked(src, tag, device, shape);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -155,8 +168,13 @@ at::Tensor DistContext::recv(int src, int tag, const at::Device& device) {
   }
 }
 
-at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device) {
+at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device, const Shape& shape) {
   at::Device where = backend_ == "nccl" ? device : at::Device("cpu");
+  if (shape.known) {
+    std::vector<at::Tensor> dv{at::empty(shape.sizes, at::TensorOptions().dtype(shape.dtype).device(where))};
+    pg_->recv(dv, src, tag * 2 + 1)->wait(timeout_);
+    return dv[0];
+  }
   std::vector<at::Tensor> hv{at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(where))};
   pg_->recv(hv, src, tag * 2)->wait(timeout_);
   at::Tensor header = hv[0].to(at::kCPU);

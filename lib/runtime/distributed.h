@@ -37,9 +37,18 @@ class DistContext {
   int world() const { return env_.world; }
   const std::string& backend() const { return backend_; }
 
+  // What a receiver knows of a value before it arrives. With a static shape
+  // (every dimension known from the manifest) the tensor goes alone; else a
+  // small header with its shape and dtype goes first.
+  struct Shape {
+    std::vector<int64_t> sizes;
+    at::ScalarType dtype = at::kFloat;
+    bool known = false;
+  };
+
   // Sends asynchronously; at most `window` sends stay outstanding.
-  void send(const at::Tensor& t, int dst, int tag);
-  at::Tensor recv(int src, int tag, const at::Device& device);
+  void send(const at::Tensor& t, int dst, int tag, const Shape& shape);
+  at::Tensor recv(int src, int tag, const at::Device& device, const Shape& shape);
   void flush();  // waits for every outstanding send
   void barrier();
 
@@ -60,8 +69,8 @@ class DistContext {
   void finish();
 
  private:
-  void sendUnchecked(const at::Tensor& t, int dst, int tag);
-  at::Tensor recvUnchecked(int src, int tag, const at::Device& device);
+  void sendUnchecked(const at::Tensor& t, int dst, int tag, const Shape& shape);
+  at::Tensor recvUnchecked(int src, int tag, const at::Device& device, const Shape& shape);
 
   DistEnv env_;
   std::string backend_;

@@ -235,6 +235,54 @@ class Engine {
     die(why);
   }
 
+  bool receivers() const { return dist_ && dist_->backend() == "gloo"; }
+
+  static DistContext::Shape shapeOf(const TensorSpec& t) {
+    DistContext::Shape s;
+    static const std::pair<const char*, at::ScalarType> kTypes[] = {
+        {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+        {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},  {"int8", at::kChar},
+        {"uint8", at::kByte},    {"bool", at::kBool}};
+    bool dtypeKnown = false;
+    for (const auto& [n, ty] : kTypes)
+      if (t.dtype == n) {
+        s.dtype = ty;
+        dtypeKnown = true;
+      }
+    s.known = dtypeKnown;
+    for (const auto& d : t.shape) {
+      if (!d.symbol.empty()) s.known = false;
+      s.sizes.push_back(d.size);
+    }
+    return s;
+  }
+
+  // The shape a stage output travels with, agreed by sender and receiver.
+  DistContext::Shape wireShape(uint32_t stage, uint32_t output) const {
+    return shapeOf(m_.stages.at(stage).outputs.at(output).tensor);
+  }
+
+  // Posts receives ahead of the worker, so transfers overlap compute; the
+  // mailbox bounds how far ahead.
+  void receive(LocalStage& st, size_t k) {
+    const StageInput& in = st.info->inputs[k];
+    Consumer c;
+    c.kind = Consumer::Kind::StageInput;
+    c.stage = st.info->index;
+    c.input = static_cast<uint32_t>(k);
+    int edge = edges_.at(key(in.source.stage, in.source.output, c));
+    int src = stageRank_[in.source.stage];
+    auto shape = wireShape(in.source.stage, in.source.output);
+    for (int64_t g = 0; g < total_; ++g) {
+      auto r0 = Clock::now();
+      at::Tensor t = dist_->recv(src, tag(edge, g), st.device, shape);
+      if (trace_.enabled())
+        trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", 2000 + static_cast<int>(st.info->index), r0,
+                   Clock::now());
+      st.mailbox->put(g, static_cast<size_t>(st.slot[k]), deliverTo(st, t, nullptr));
+    }
+  }
+
   void setupRanks() {
     DistEnv env = DistEnv::fromEnvironment();
     rank_ = env.rank;
@@ -307,11 +355,16 @@ class Engine {
         throw Error(ErrorKind::InvalidInput, path, "", "cannot load: " + firstLine(e.what_without_backtrace()));
       }
       ls->module.eval();
+      // Values from other stages arrive through the mailbox: local ones put
+      // there by their producer, remote ones by a receiver thread (Gloo). With
+      // NCCL, whose point-to-point order is the issue order, the worker
+      // receives them itself, in order.
       size_t slots = 0;
-      for (const auto& in : st.inputs)
-        ls->slot.push_back(in.source.kind == ValueSource::Kind::StageOutput && stageRank_[in.source.stage] == rank_
-                               ? static_cast<int>(slots++)
-                               : -1);
+      for (const auto& in : st.inputs) {
+        bool fromStage = in.source.kind == ValueSource::Kind::StageOutput;
+        bool local = fromStage && stageRank_[in.source.stage] == rank_;
+        ls->slot.push_back(local || (fromStage && receivers()) ? static_cast<int>(slots++) : -1);
+      }
       ls->mailbox = std::make_unique<Mailbox>(slots, std::max(1, o_.queueDepth));
       if (ls->device.is_cuda()) {
         ls->stream = c10::cuda::getStreamFromPool(false, ls->device.index());
@@ -388,13 +441,20 @@ class Engine {
       ls->mailbox = std::make_unique<Mailbox>(ls->mailbox ? countSlots(*ls) : 0, std::max(1, o_.queueDepth));
       ls->busyMs = 0;
     }
-    trace_.reset(rank_);
+    trace_.reset(rank_, !o_.tracePath.empty());
     failed_ = false;
     firstError_.clear();
     t0_ = Clock::now();
 
     std::vector<std::thread> threads;
-    for (auto& [s, ls] : local_) threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
+    for (auto& [s, ls] : local_) {
+      threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
+      for (size_t k = 0; k < ls->info->inputs.size(); ++k) {
+        const auto& src = ls->info->inputs[k].source;
+        if (src.kind == ValueSource::Kind::StageOutput && stageRank_[src.stage] != rank_ && ls->slot[k] >= 0)
+          threads.emplace_back([this, st = ls.get(), k] { guarded([&] { receive(*st, k); }); });
+      }
+    }
     if (rank_ == 0) {
       feedPassthroughOutputs();
       std::set<int> remoteRanks;
@@ -466,8 +526,8 @@ class Engine {
         c.userOutput = static_cast<uint32_t>(j);
         int edge = edges_.at(key(src->stage, src->output, c));
         auto t0 = Clock::now();
-        at::Tensor t = dist_->recv(from, tag(edge, g), at::Device(at::kCPU));
-        trace_.add("recv output " + std::to_string(j) + " mb " + std::to_string(g), "transfer", 1000 + from, t0, Clock::now());
+        at::Tensor t = dist_->recv(from, tag(edge, g), at::Device(at::kCPU), wireShape(src->stage, src->output));
+        if (trace_.enabled()) trace_.add("recv output " + std::to_string(j) + " mb " + std::to_string(g), "transfer", 1000 + from, t0, Clock::now());
         complete(g, j, t);
       }
   }
@@ -521,8 +581,9 @@ class Engine {
           c.input = static_cast<uint32_t>(k);
           int edge = edges_.at(key(in.source.stage, in.source.output, c));
           auto r0 = Clock::now();
-          at::Tensor t = dist_->recv(stageRank_[in.source.stage], tag(edge, g), st.device);
-          trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", 1000 + static_cast<int>(info.index), r0,
+          at::Tensor t = dist_->recv(stageRank_[in.source.stage], tag(edge, g), st.device,
+                                     wireShape(in.source.stage, in.source.output));
+          if (trace_.enabled()) trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", 1000 + static_cast<int>(info.index), r0,
                      Clock::now());
           p = deliverTo(st, t, nullptr);
         }
@@ -542,7 +603,7 @@ class Engine {
       }
       auto c1 = Clock::now();
       st.busyMs += msBetween(c0, c1);
-      trace_.add("stage " + std::to_string(info.index) + " mb " + std::to_string(g), "compute",
+      if (trace_.enabled()) trace_.add("stage " + std::to_string(info.index) + " mb " + std::to_string(g), "compute",
                  static_cast<int>(info.index), c0, c1);
       const auto& results = out.toTupleRef().elements();
       if (results.size() != info.outputs.size())
@@ -569,15 +630,15 @@ class Engine {
       auto t0 = Clock::now();
       Payload p = deliverTo(dst, t, ready);
       if (dst.device != t.device())
-        trace_.add("copy to stage " + std::to_string(c.stage), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
+        if (trace_.enabled()) trace_.add("copy to stage " + std::to_string(c.stage), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
       dst.mailbox->put(g, static_cast<size_t>(dst.slot[c.input]), std::move(p));
       return;
     }
     if (ready) ready->synchronize();
     at::Tensor send = dist_->backend() == "gloo" && t.is_cuda() ? t.to(at::kCPU) : t;
     auto t0 = Clock::now();
-    dist_->send(send, dstRank, tag(edges_.at(key(stage, output, c)), g));
-    trace_.add("send to rank " + std::to_string(dstRank), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
+    dist_->send(send, dstRank, tag(edges_.at(key(stage, output, c)), g), wireShape(stage, output));
+    if (trace_.enabled()) trace_.add("send to rank " + std::to_string(dstRank), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
   }
 
   void showProgress(std::atomic<bool>& finished) {
@@ -679,6 +740,7 @@ class Engine {
     for (uint32_t s = 0; s < P_; ++s) {
       names[static_cast<int>(s)] = "stage " + std::to_string(s) + " (" + devices_[s].str() + ")";
       names[1000 + static_cast<int>(s)] = "stage " + std::to_string(s) + " transfers";
+      names[2000 + static_cast<int>(s)] = "stage " + std::to_string(s) + " receives";
     }
     return names;
   }

@@ -9,6 +9,7 @@
 namespace pipecut::runtime {
 
 void Trace::add(std::string name, const char* category, int tid, Clock::time_point begin, Clock::time_point end) {
+  if (!enabled_) return;
   std::lock_guard<std::mutex> lk(mu_);
   events_.push_back(Event{std::move(name), category, tid,
                           std::chrono::duration<double, std::micro>(begin - origin_).count(),

@@ -12,12 +12,14 @@ namespace pipecut::runtime {
 class Trace {
  public:
   using Clock = std::chrono::steady_clock;
-  void reset(int pid) {
+  void reset(int pid, bool enabled) {
     std::lock_guard<std::mutex> lk(mu_);
     events_.clear();
     pid_ = pid;
+    enabled_ = enabled;
     origin_ = Clock::now();
   }
+  bool enabled() const { return enabled_; }
   void add(std::string name, const char* category, int tid, Clock::time_point begin, Clock::time_point end);
   // `threads`: display names per tid.
   void write(const std::string& path, const std::map<int, std::string>& threads) const;
@@ -32,6 +34,7 @@ class Trace {
   mutable std::mutex mu_;
   std::vector<Event> events_;
   int pid_ = 0;
+  bool enabled_ = false;
   Clock::time_point origin_ = Clock::now();
 };
 
