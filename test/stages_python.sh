@@ -11,3 +11,6 @@ for spec in "$src"/testdata/specs/*.json; do
   args+=("$splits/$name" "$src/testdata/models/$model.ref.safetensors")
 done
 "$py" "$src/scripts/check_stages.py" "${args[@]}"
+# The enabled-autocast program exists only as .pt2 stages.
+"$py" "$src/scripts/check_stages.py" "$splits/autocast_bf16.pt2only" \
+  "$src/testdata/models/autocast_bf16.ref.safetensors" --format pt2

@@ -255,3 +255,16 @@ TEST_CASE("an empty split_points gives one stage: the whole program", "[split]")
   CHECK(m.stages[0].outputs.size() == 1);
   CHECK(runtime::checkChain(out, test::sourcePath("testdata/models/llama_tiny.ref.safetensors")).exact);
 }
+
+TEST_CASE("an enabled autocast region: TorchScript refuses it by name, the .pt2 stages keep it", "[split]") {
+  std::string spec = writeSpec("autocast_cut", R"({"split_points": {"layers.1": "END"}})");
+  std::string out = test::outPath("splits/autocast_bf16.pt2only");
+  auto r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains("higher_order.wrap_with_autocast") &&
+                           Catch::Contains("an enabled autocast region cannot be expressed in TorchScript"));
+  CHECK_FALSE(fs::exists(out));
+  r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + out + " --format pt2");
+  REQUIRE(r.exitCode == 0);
+  CHECK(fs::exists(out + "/stage_001.pt2"));  // chained through torch.export.load by stages_python
+}
