@@ -259,6 +259,7 @@ TEST_CASE("an empty split_points gives one stage: the whole program", "[split]")
 TEST_CASE("an enabled autocast region: TorchScript refuses it by name, the .pt2 stages keep it", "[split]") {
   std::string spec = writeSpec("autocast_cut", R"({"split_points": {"layers.1": "END"}})");
   std::string out = test::outPath("splits/autocast_bf16.pt2only");
+  fs::remove_all(out);  // left by an earlier run's --format pt2 split
   auto r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + out);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.output, Catch::Contains("higher_order.wrap_with_autocast") &&
