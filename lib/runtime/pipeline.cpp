@@ -374,8 +374,9 @@ class Engine {
     }
   }
 
-  // Stage workers share one intra-op pool per process; several processes on
-  // one machine (LOCAL_WORLD_SIZE, set by torchrun) must not each take every core.
+  // With ATen's OpenMP backend every stage thread gets its own team of this
+  // many threads, so the default divides the cores among the local stages and
+  // among the processes on this machine (LOCAL_WORLD_SIZE, set by torchrun).
   void setThreads() {
     int n = o_.threads;
     if (n <= 0) {

@@ -33,7 +33,7 @@ struct RunOptions {
   std::vector<int> stageRanks;             // empty: stage i on rank i mod world
   double timeoutSeconds = 300;
   std::string backend = "auto";            // gloo, nccl, auto (nccl when stages are on CUDA)
-  int threads = 0;                         // intra-op threads; 0: cores / (local stages x LOCAL_WORLD_SIZE)
+  int threads = 0;                         // intra-op threads per stage; 0: cores / (local stages x LOCAL_WORLD_SIZE)
   bool progress = false;
   bool verifyHashes = true;
 };
