@@ -3,6 +3,7 @@
 #include <torch/script.h>
 
 #include "manifest/manifest.h"
+#include "runtime/compare.h"
 #include "runtime/reference.h"
 #include "support/error.h"
 
@@ -33,32 +34,20 @@ ChainReport checkChain(const std::string& dir, const std::string& referencePath,
     c10::IValue out = mod.forward(args);
     for (const auto& v : out.toTupleRef().elements()) results[st.index].push_back(v.toTensor());
   }
-  ChainReport r;
-  r.outputs = m.outputs.size();
-  r.ok = true;
+  std::vector<at::Tensor> got;
   for (size_t j = 0; j < m.outputs.size(); ++j) {
     const auto& src = m.outputs[j].source;
     if (!src) throw Error(ErrorKind::InvalidInput, dir, "outputs[" + std::to_string(j) + "]", "no source");
-    at::Tensor got = src->kind == ValueSource::Kind::UserInput ? ref.inputs.at(src->userInput)
-                                                              : results.at(src->stage).at(src->output);
-    got = got.to(at::kCPU);
-    const at::Tensor& want = ref.outputs.at(j);
-    if (got.sizes() != want.sizes() || got.scalar_type() != want.scalar_type()) {
-      r.ok = r.exact = false;
-      if (r.message.empty())
-        r.message = "output " + std::to_string(j) + ": shape/dtype " + c10::str(got.sizes(), " ", got.scalar_type()) +
-                    " differs from the reference " + c10::str(want.sizes(), " ", want.scalar_type());
-      continue;
-    }
-    if (!at::equal(got, want)) r.exact = false;
-    double err = want.numel() == 0 ? 0.0
-                                   : (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
-    r.maxAbsError = std::max(r.maxAbsError, err);
-    if (!(err <= o.atol)) {
-      r.ok = false;
-      if (r.message.empty()) r.message = "output " + std::to_string(j) + ": max abs error " + std::to_string(err);
-    }
+    got.push_back(src->kind == ValueSource::Kind::UserInput ? ref.inputs.at(src->userInput)
+                                                           : results.at(src->stage).at(src->output));
   }
+  Comparison c = compareOutputs(got, ref.outputs, o.atol, 0);
+  ChainReport r;
+  r.outputs = m.outputs.size();
+  r.ok = c.ok;
+  r.exact = c.exact;
+  r.maxAbsError = c.maxAbsError;
+  r.message = c.message;
   return r;
 }
 

@@ -24,8 +24,11 @@
 #include <torch/script.h>
 
 #include "manifest/manifest.h"
+#include "runtime/compare.h"
 #include "runtime/distributed.h"
+#include "runtime/exchange.h"
 #include "runtime/inputs.h"
+#include "runtime/placement.h"
 #include "runtime/reference.h"
 #include "runtime/trace.h"
 #include "support/error.h"
@@ -39,136 +42,6 @@ using Clock = std::chrono::steady_clock;
 double msBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
-
-struct Aborted : std::runtime_error {
-  Aborted() : std::runtime_error("aborted") {}
-};
-
-// A value on its way to a stage: the tensor, and on CUDA the event after
-// which it is ready (recorded on the stream that produced or copied it).
-struct Payload {
-  at::Tensor tensor;
-  std::shared_ptr<at::cuda::CUDAEvent> ready;
-};
-
-// Per-stage inbox of values from other stages, keyed by micro-batch. Bounded:
-// a producer waits while the micro-batch it delivers is `window` or more ahead
-// of the one the stage works on, so a fast stage cannot run away from a slow
-// one. Stages take micro-batches in order, so this never deadlocks.
-class Mailbox {
- public:
-  Mailbox(size_t slots, int64_t window) : slots_(slots), window_(window) {}
-
-  void put(int64_t mb, size_t slot, Payload p) {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return aborted_ || mb < next_ + window_; });
-    if (aborted_) throw Aborted();
-    auto& entry = pending_[mb];
-    if (entry.values.empty()) entry.values.resize(slots_);
-    entry.values[slot] = std::move(p);
-    entry.filled++;
-    cv_.notify_all();
-  }
-
-  std::vector<Payload> take(int64_t mb) {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] {
-      if (aborted_ || slots_ == 0) return true;
-      auto it = pending_.find(mb);
-      return it != pending_.end() && it->second.filled == slots_;
-    });
-    if (aborted_) throw Aborted();
-    std::vector<Payload> out;
-    if (slots_ > 0) {
-      out = std::move(pending_[mb].values);
-      pending_.erase(mb);
-    }
-    next_ = mb + 1;
-    cv_.notify_all();
-    return out;
-  }
-
-  void abort() {
-    std::lock_guard<std::mutex> lk(mu_);
-    aborted_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  struct Entry {
-    std::vector<Payload> values;
-    size_t filled = 0;
-  };
-  size_t slots_;
-  int64_t window_;
-  int64_t next_ = 0;
-  bool aborted_ = false;
-  std::map<int64_t, Entry> pending_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
-
-// Admission control for the schedule: how many micro-batches may be between
-// entering the first stage and leaving the last.
-class Gate {
- public:
-  explicit Gate(int limit) : limit_(limit) {}
-  void acquire() {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return aborted_ || inFlight_ < limit_; });
-    if (aborted_) throw Aborted();
-    ++inFlight_;
-  }
-  void release() {
-    std::lock_guard<std::mutex> lk(mu_);
-    --inFlight_;
-    cv_.notify_all();
-  }
-  void abort() {
-    std::lock_guard<std::mutex> lk(mu_);
-    aborted_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  int limit_, inFlight_ = 0;
-  bool aborted_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
-
-// Final outputs, per micro-batch, on rank 0.
-class Sink {
- public:
-  void reset(size_t microbatches, size_t outputs) {
-    std::lock_guard<std::mutex> lk(mu_);
-    values_.assign(microbatches, std::vector<at::Tensor>(outputs));
-    filled_.assign(microbatches, 0);
-    done_.assign(microbatches, Clock::time_point{});
-    complete_ = 0;
-  }
-  // Returns true when this completed the micro-batch.
-  bool put(int64_t mb, size_t j, at::Tensor t) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto& row = values_.at(static_cast<size_t>(mb));
-    row.at(j) = std::move(t);
-    if (++filled_[static_cast<size_t>(mb)] < row.size()) return false;
-    done_[static_cast<size_t>(mb)] = Clock::now();
-    ++complete_;
-    return true;
-  }
-  size_t complete() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return complete_;
-  }
-  std::vector<std::vector<at::Tensor>> values_;
-  std::vector<size_t> filled_;
-  std::vector<Clock::time_point> done_;
-
- private:
-  size_t complete_ = 0;
-  std::mutex mu_;
-};
 
 struct LocalStage {
   const Stage* info = nullptr;
@@ -187,8 +60,7 @@ class Engine {
   Engine(const RunOptions& o, Manifest m) : o_(o), m_(std::move(m)), P_(m_.stages.size()) {}
 
   RunReport run() {
-    setupRanks();
-    setupDevices();
+    setupPlacement();
     if (world_ > 1) {
       std::string backend = o_.backend;
       if (backend == "auto") backend = allCuda_ ? "nccl" : "gloo";
@@ -239,17 +111,9 @@ class Engine {
 
   static DistContext::Shape shapeOf(const TensorSpec& t) {
     DistContext::Shape s;
-    static const std::pair<const char*, at::ScalarType> kTypes[] = {
-        {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
-        {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},  {"int8", at::kChar},
-        {"uint8", at::kByte},    {"bool", at::kBool}};
-    bool dtypeKnown = false;
-    for (const auto& [n, ty] : kTypes)
-      if (t.dtype == n) {
-        s.dtype = ty;
-        dtypeKnown = true;
-      }
-    s.known = dtypeKnown;
+    auto dtype = scalarTypeFromName(t.dtype);
+    s.known = dtype.has_value();
+    if (dtype) s.dtype = *dtype;
     for (const auto& d : t.shape) {
       if (!d.symbol.empty()) s.known = false;
       s.sizes.push_back(d.size);
@@ -283,52 +147,15 @@ class Engine {
     }
   }
 
-  void setupRanks() {
+  void setupPlacement() {
     DistEnv env = DistEnv::fromEnvironment();
     rank_ = env.rank;
     world_ = env.world;
     localRank_ = env.localRank;
-    stageRank_.resize(P_);
-    if (!o_.stageRanks.empty()) {
-      if (o_.stageRanks.size() != P_)
-        invalidInput("--stage-ranks", "gives " + std::to_string(o_.stageRanks.size()) + " ranks for " +
-                                          std::to_string(P_) + " stages");
-      for (size_t s = 0; s < P_; ++s) {
-        if (o_.stageRanks[s] < 0 || o_.stageRanks[s] >= world_)
-          invalidInput("--stage-ranks", "rank " + std::to_string(o_.stageRanks[s]) + " is outside the world of " +
-                                            std::to_string(world_));
-        stageRank_[s] = o_.stageRanks[s];
-      }
-    } else {
-      for (size_t s = 0; s < P_; ++s) stageRank_[s] = static_cast<int>(s * static_cast<size_t>(world_) / P_);
-    }
-  }
-
-  void setupDevices() {
-    if (o_.devices.size() != 1 && o_.devices.size() != P_)
-      invalidInput("--devices", "gives " + std::to_string(o_.devices.size()) + " devices for " + std::to_string(P_) +
-                                    " stages (give one for all, or one per stage)");
-    allCuda_ = true;
-    for (size_t s = 0; s < P_; ++s) {
-      std::string d = o_.devices.size() == 1 ? o_.devices[0] : o_.devices[s];
-      if (d == "cuda") d = "cuda:" + std::to_string(world_ > 1 ? localRank_ : 0);
-      c10::Device dev(c10::kCPU);
-      try {
-        dev = c10::Device(d);
-      } catch (const c10::Error&) {
-        invalidInput("--devices", "unknown device '" + d + "'");
-      }
-      if (!dev.is_cpu() && !dev.is_cuda()) invalidInput("--devices", "only cpu and cuda devices are supported: '" + d + "'");
-      if (dev.is_cuda() && stageRank_[s] == rank_) {
-        if (!torch::cuda::is_available())
-          invalidInput("--devices", "'" + d + "' requested, but no CUDA device is available");
-        if (dev.index() >= static_cast<int>(torch::cuda::device_count()))
-          invalidInput("--devices", "'" + d + "' does not exist (" + std::to_string(torch::cuda::device_count()) +
-                                        " CUDA devices)");
-      }
-      allCuda_ &= dev.is_cuda();
-      devices_.push_back(dev);
-    }
+    Placement pl = placeStages(m_, o_, rank_, world_, localRank_);
+    stageRank_ = std::move(pl.stageRank);
+    devices_ = std::move(pl.devices);
+    allCuda_ = pl.allCuda;
   }
 
   void loadStages() {
@@ -769,33 +596,11 @@ class Engine {
   }
 
   void check(RunReport& r) {
-    ReferenceSet ref = readReference(o_.checkPath);
+    Comparison c = compareOutputs(outputs_, readReference(o_.checkPath).outputs, o_.atol, o_.rtol);
     r.checked = true;
-    r.checkOk = true;
-    if (ref.outputs.size() != outputs_.size()) {
-      r.checkOk = false;
-      r.checkMessage = std::to_string(outputs_.size()) + " outputs, the reference has " + std::to_string(ref.outputs.size());
-      return;
-    }
-    for (size_t j = 0; j < outputs_.size(); ++j) {
-      const at::Tensor& got = outputs_[j];
-      const at::Tensor& want = ref.outputs[j];
-      if (got.sizes() != want.sizes() || got.scalar_type() != want.scalar_type()) {
-        r.checkOk = false;
-        r.checkMessage = "output " + std::to_string(j) + " is " + c10::str(got.scalar_type(), got.sizes()) +
-                         ", the reference " + c10::str(want.scalar_type(), want.sizes());
-        return;
-      }
-      at::Tensor diff = (got.to(at::kDouble) - want.to(at::kDouble)).abs();
-      double err = diff.numel() ? diff.max().item<double>() : 0.0;
-      r.maxAbsError = std::max(r.maxAbsError, err);
-      at::Tensor bound = want.to(at::kDouble).abs() * o_.rtol + o_.atol;
-      if (diff.numel() && diff.gt(bound).any().item<bool>() && r.checkOk) {
-        r.checkOk = false;
-        r.checkMessage = "output " + std::to_string(j) + ": max abs error " + std::to_string(err) + " exceeds atol " +
-                         std::to_string(o_.atol) + " + rtol " + std::to_string(o_.rtol);
-      }
-    }
+    r.checkOk = c.ok;
+    r.maxAbsError = c.maxAbsError;
+    r.checkMessage = c.message;
   }
 
   RunOptions o_;

@@ -1,0 +1,150 @@
+#pragma once
+// How values move between a process's stage threads: a bounded per-stage
+// mailbox keyed by micro-batch, the admission gate that implements the
+// schedule, and the sink that collects final outputs on rank 0.
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/cuda/CUDAEvent.h>
+
+namespace pipecut::runtime {
+
+struct Aborted : std::runtime_error {
+  Aborted() : std::runtime_error("aborted") {}
+};
+
+// A value on its way to a stage: the tensor, and on CUDA the event after
+// which it is ready (recorded on the stream that produced or copied it).
+struct Payload {
+  at::Tensor tensor;
+  std::shared_ptr<at::cuda::CUDAEvent> ready;
+};
+
+// Per-stage inbox of values from other stages, keyed by micro-batch. Bounded:
+// a producer waits while the micro-batch it delivers is `window` or more ahead
+// of the one the stage works on, so a fast stage cannot run away from a slow
+// one. Stages take micro-batches in order, so this never deadlocks.
+class Mailbox {
+ public:
+  Mailbox(size_t slots, int64_t window) : slots_(slots), window_(window) {}
+
+  void put(int64_t mb, size_t slot, Payload p) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return aborted_ || mb < next_ + window_; });
+    if (aborted_) throw Aborted();
+    auto& entry = pending_[mb];
+    if (entry.values.empty()) entry.values.resize(slots_);
+    entry.values[slot] = std::move(p);
+    entry.filled++;
+    cv_.notify_all();
+  }
+
+  std::vector<Payload> take(int64_t mb) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] {
+      if (aborted_ || slots_ == 0) return true;
+      auto it = pending_.find(mb);
+      return it != pending_.end() && it->second.filled == slots_;
+    });
+    if (aborted_) throw Aborted();
+    std::vector<Payload> out;
+    if (slots_ > 0) {
+      out = std::move(pending_[mb].values);
+      pending_.erase(mb);
+    }
+    next_ = mb + 1;
+    cv_.notify_all();
+    return out;
+  }
+
+  void abort() {
+    std::lock_guard<std::mutex> lk(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  struct Entry {
+    std::vector<Payload> values;
+    size_t filled = 0;
+  };
+  size_t slots_;
+  int64_t window_;
+  int64_t next_ = 0;
+  bool aborted_ = false;
+  std::map<int64_t, Entry> pending_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// Admission control for the schedule: how many micro-batches may be between
+// entering the first stage and leaving the last.
+class Gate {
+ public:
+  explicit Gate(int limit) : limit_(limit) {}
+  void acquire() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return aborted_ || inFlight_ < limit_; });
+    if (aborted_) throw Aborted();
+    ++inFlight_;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lk(mu_);
+    --inFlight_;
+    cv_.notify_all();
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lk(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  int limit_, inFlight_ = 0;
+  bool aborted_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// Final outputs, per micro-batch, on rank 0.
+class Sink {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  void reset(size_t microbatches, size_t outputs) {
+    std::lock_guard<std::mutex> lk(mu_);
+    values_.assign(microbatches, std::vector<at::Tensor>(outputs));
+    filled_.assign(microbatches, 0);
+    done_.assign(microbatches, Clock::time_point{});
+    complete_ = 0;
+  }
+  // Returns true when this completed the micro-batch.
+  bool put(int64_t mb, size_t j, at::Tensor t) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& row = values_.at(static_cast<size_t>(mb));
+    row.at(j) = std::move(t);
+    if (++filled_[static_cast<size_t>(mb)] < row.size()) return false;
+    done_[static_cast<size_t>(mb)] = Clock::now();
+    ++complete_;
+    return true;
+  }
+  size_t complete() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return complete_;
+  }
+  std::vector<std::vector<at::Tensor>> values_;
+  std::vector<size_t> filled_;
+  std::vector<Clock::time_point> done_;
+
+ private:
+  size_t complete_ = 0;
+  std::mutex mu_;
+};
+
+}  // namespace pipecut::runtime
