@@ -73,9 +73,9 @@ class Engine {
     loadInputs();
     buildEdges();
     try {
-      if (o_.warmup > 0) runIterations(o_.warmup, false);
+      if (o_.warmup > 0) runIterations(o_.warmup);
       resetMemoryStats();
-      runIterations(o_.iterations, true);
+      runIterations(o_.iterations);
     } catch (const std::exception& e) {
       if (dist_) stopAllRanks(firstLine(e.what()));
       throw;
@@ -121,30 +121,23 @@ class Engine {
     return s;
   }
 
-  // The shape a stage output travels with, agreed by sender and receiver.
-  DistContext::Shape wireShape(uint32_t stage, uint32_t output) const {
-    return shapeOf(m_.stages.at(stage).outputs.at(output).tensor);
+  // Receives stage input k of micro-batch g from the rank that produces it,
+  // on the consuming stage's device.
+  Payload receiveInput(const LocalStage& st, size_t k, int64_t g, int traceTid) {
+    const StageInput& in = st.info->inputs[k];
+    auto r0 = Clock::now();
+    at::Tensor t = dist_->recv(stageRank_[in.source.stage], tag(inEdge_[st.info->index][k], g), st.device,
+                               wire_[in.source.stage][in.source.output]);
+    if (trace_.enabled())
+      trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", traceTid, r0, Clock::now());
+    return deliverTo(st, t, nullptr);
   }
 
   // Posts receives ahead of the worker, so transfers overlap compute; the
   // mailbox bounds how far ahead.
   void receive(LocalStage& st, size_t k) {
-    const StageInput& in = st.info->inputs[k];
-    Consumer c;
-    c.kind = Consumer::Kind::StageInput;
-    c.stage = st.info->index;
-    c.input = static_cast<uint32_t>(k);
-    int edge = edges_.at(key(in.source.stage, in.source.output, c));
-    int src = stageRank_[in.source.stage];
-    auto shape = wireShape(in.source.stage, in.source.output);
-    for (int64_t g = 0; g < total_; ++g) {
-      auto r0 = Clock::now();
-      at::Tensor t = dist_->recv(src, tag(edge, g), st.device, shape);
-      if (trace_.enabled())
-        trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", 2000 + static_cast<int>(st.info->index), r0,
-                   Clock::now());
-      st.mailbox->put(g, static_cast<size_t>(st.slot[k]), deliverTo(st, t, nullptr));
-    }
+    for (int64_t g = 0; g < total_; ++g)
+      st.mailbox->put(g, static_cast<size_t>(st.slot[k]), receiveInput(st, k, g, 2000 + static_cast<int>(st.info->index)));
   }
 
   void setupPlacement() {
@@ -192,7 +185,6 @@ class Engine {
         bool local = fromStage && stageRank_[in.source.stage] == rank_;
         ls->slot.push_back(local || (fromStage && receivers()) ? static_cast<int>(slots++) : -1);
       }
-      ls->mailbox = std::make_unique<Mailbox>(slots, std::max(1, o_.queueDepth));
       if (ls->device.is_cuda()) {
         ls->stream = c10::cuda::getStreamFromPool(false, ls->device.index());
         ls->copyStream = c10::cuda::getStreamFromPool(false, ls->device.index());
@@ -235,21 +227,29 @@ class Engine {
         for (auto& t : mb) t = t.pin_memory();
   }
 
-  // Every stage-output -> consumer connection gets an id; ids make message tags.
+  // Every stage-output -> consumer connection gets an id (ids make message
+  // tags), and every stage output the shape it travels with; both are looked
+  // up per message, so they are computed once here.
   void buildEdges() {
     int id = 0;
-    for (const auto& st : m_.stages)
-      for (uint32_t o = 0; o < st.outputs.size(); ++o)
+    outEdge_.resize(P_);
+    inEdge_.resize(P_);
+    wire_.resize(P_);
+    userOutEdge_.assign(m_.outputs.size(), -1);
+    for (const auto& st : m_.stages) inEdge_[st.index].assign(st.inputs.size(), -1);
+    for (const auto& st : m_.stages) {
+      outEdge_[st.index].resize(st.outputs.size());
+      for (uint32_t o = 0; o < st.outputs.size(); ++o) {
+        wire_[st.index].push_back(shapeOf(st.outputs[o].tensor));
         for (const auto& c : st.outputs[o].consumers) {
-          edges_[key(st.index, o, c)] = id++;
+          outEdge_[st.index][o].push_back(id);
+          if (c.kind == Consumer::Kind::StageInput) inEdge_[c.stage][c.input] = id;
+          else userOutEdge_[c.userOutput] = id;
+          ++id;
         }
+      }
+    }
     if (id >= 4096) invalidInput("manifest", "more than 4096 stage connections");
-  }
-
-  static std::string key(uint32_t stage, uint32_t output, const Consumer& c) {
-    return std::to_string(stage) + "/" + std::to_string(output) + "/" +
-           (c.kind == Consumer::Kind::StageInput ? "s" + std::to_string(c.stage) + "." + std::to_string(c.input)
-                                                 : "u" + std::to_string(c.userOutput));
   }
 
   int tag(int edge, int64_t mb) const { return static_cast<int>((mb % 65536) * 4096 + edge); }
@@ -259,14 +259,14 @@ class Engine {
       if (ls->device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(ls->device.index());
   }
 
-  void runIterations(int iterations, bool measure) {
+  void runIterations(int iterations) {
     const int64_t M = o_.microbatches;
     total_ = static_cast<int64_t>(iterations) * M;
     gate_ = std::make_unique<Gate>(o_.schedule == Schedule::GPipe ? static_cast<int>(total_) : static_cast<int>(P_));
     sink_.reset(static_cast<size_t>(total_), m_.outputs.size());
     start_.assign(static_cast<size_t>(total_), Clock::time_point{});
     for (auto& [s, ls] : local_) {
-      ls->mailbox = std::make_unique<Mailbox>(ls->mailbox ? countSlots(*ls) : 0, std::max(1, o_.queueDepth));
+      ls->mailbox = std::make_unique<Mailbox>(countSlots(*ls), std::max(1, o_.queueDepth));
       ls->busyMs = 0;
     }
     trace_.reset(rank_, !o_.tracePath.empty());
@@ -300,7 +300,6 @@ class Engine {
     if (failed_) throw Error(ErrorKind::Internal, "", "pipeline", firstError_);
     t1_ = Clock::now();
     if (dist_) dist_->flush();
-    if (measure) measured_ = true;
   }
 
   static size_t countSlots(const LocalStage& ls) {
@@ -349,12 +348,8 @@ class Engine {
       for (size_t j = 0; j < m_.outputs.size(); ++j) {
         const auto& src = m_.outputs[j].source;
         if (!src || src->kind != ValueSource::Kind::StageOutput || stageRank_[src->stage] != from) continue;
-        Consumer c;
-        c.kind = Consumer::Kind::UserOutput;
-        c.userOutput = static_cast<uint32_t>(j);
-        int edge = edges_.at(key(src->stage, src->output, c));
         auto t0 = Clock::now();
-        at::Tensor t = dist_->recv(from, tag(edge, g), at::Device(at::kCPU), wireShape(src->stage, src->output));
+        at::Tensor t = dist_->recv(from, tag(userOutEdge_[j], g), at::Device(at::kCPU), wire_[src->stage][src->output]);
         if (trace_.enabled()) trace_.add("recv output " + std::to_string(j) + " mb " + std::to_string(g), "transfer", 1000 + from, t0, Clock::now());
         complete(g, j, t);
       }
@@ -403,17 +398,7 @@ class Engine {
         } else if (st.slot[k] >= 0) {
           p = std::move(local[static_cast<size_t>(st.slot[k])]);
         } else {
-          Consumer c;
-          c.kind = Consumer::Kind::StageInput;
-          c.stage = info.index;
-          c.input = static_cast<uint32_t>(k);
-          int edge = edges_.at(key(in.source.stage, in.source.output, c));
-          auto r0 = Clock::now();
-          at::Tensor t = dist_->recv(stageRank_[in.source.stage], tag(edge, g), st.device,
-                                     wireShape(in.source.stage, in.source.output));
-          if (trace_.enabled()) trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", 1000 + static_cast<int>(info.index), r0,
-                     Clock::now());
-          p = deliverTo(st, t, nullptr);
+          p = receiveInput(st, k, g, 1000 + static_cast<int>(info.index));
         }
         if (st.stream && p.ready) p.ready->block(*st.stream);
         if (st.stream && p.tensor.is_cuda())
@@ -440,13 +425,14 @@ class Engine {
                         std::to_string(info.outputs.size()));
       for (uint32_t o = 0; o < info.outputs.size(); ++o) {
         at::Tensor t = results[o].toTensor();
-        for (const auto& c : info.outputs[o].consumers) route(info.index, o, c, g, t, ready);
+        for (size_t ci = 0; ci < info.outputs[o].consumers.size(); ++ci) route(info.index, o, ci, g, t, ready);
       }
     }
   }
 
-  void route(uint32_t stage, uint32_t output, const Consumer& c, int64_t g, const at::Tensor& t,
+  void route(uint32_t stage, uint32_t output, size_t consumer, int64_t g, const at::Tensor& t,
              const std::shared_ptr<at::cuda::CUDAEvent>& ready) {
+    const Consumer& c = m_.stages[stage].outputs[output].consumers[consumer];
     int dstRank = c.kind == Consumer::Kind::StageInput ? stageRank_[c.stage] : 0;
     if (dstRank == rank_) {
       if (c.kind == Consumer::Kind::UserOutput) {
@@ -465,7 +451,7 @@ class Engine {
     if (ready) ready->synchronize();
     at::Tensor send = dist_->backend() == "gloo" && t.is_cuda() ? t.to(at::kCPU) : t;
     auto t0 = Clock::now();
-    dist_->send(send, dstRank, tag(edges_.at(key(stage, output, c)), g), wireShape(stage, output));
+    dist_->send(send, dstRank, tag(outEdge_[stage][output][consumer], g), wire_[stage][output]);
     if (trace_.enabled()) trace_.add("send to rank " + std::to_string(dstRank), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
   }
 
@@ -614,13 +600,15 @@ class Engine {
   std::map<size_t, std::unique_ptr<LocalStage>> local_;
   std::vector<std::vector<at::Tensor>> chunks_;
   uint64_t batch_ = 0;
-  std::map<std::string, int> edges_;
+  std::vector<std::vector<std::vector<int>>> outEdge_;  // [stage][output][consumer] -> edge id
+  std::vector<std::vector<int>> inEdge_;                // [stage][input] -> edge id (-1: a user input)
+  std::vector<int> userOutEdge_;                        // [user output] -> edge id (-1: a user input)
+  std::vector<std::vector<DistContext::Shape>> wire_;   // [stage][output]
   int64_t total_ = 0;
   std::unique_ptr<Gate> gate_;
   Sink sink_;
   std::vector<Clock::time_point> start_;
   Clock::time_point t0_, t1_;
-  bool measured_ = false;
   std::vector<at::Tensor> outputs_;
   Trace trace_;
   std::mutex errMu_;
