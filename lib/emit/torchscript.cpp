@@ -133,9 +133,7 @@ class Emitter {
   }
 
   void registerTensor(const ir::InputSpec& s) {
-    const pt2::StoredTensor* t = nullptr;
-    if (auto it = pkg_.weights.find(s.target); it != pkg_.weights.end()) t = &it->second;
-    else if (auto it2 = pkg_.constants.find(s.target); it2 != pkg_.constants.end()) t = &it2->second;
+    const pt2::StoredTensor* t = pkg_.find(s.target);
     if (!t) fail(s.target, "no payload for this tensor");
     if (registered_.count(s.target)) return;
     at::Tensor value = loadTensor(*t);
@@ -224,14 +222,10 @@ class Emitter {
     size_t d1 = qual.find('.'), d2 = qual.rfind('.');
     if (d1 == std::string::npos || d1 == d2) fail(where_, "unrecognized operator target '" + n.target + "'");
     std::string ns = qual.substr(0, d1), op = qual.substr(d1 + 1, d2 - d1 - 1), overload = qual.substr(d2 + 1);
-    if (ns == "aten" && op == "sym_size" && overload == "int") return emitRenamed(n, "aten::size", "int");
-    if (ns == "aten" && op == "sym_stride" && overload == "int") return emitRenamed(n, "aten::stride", "int");
-    if (ns == "aten" && op == "sym_numel") return emitRenamed(n, "aten::numel", "");
+    if (ns == "aten" && op == "sym_size" && overload == "int") return emitOperator(n, "aten::size", "int");
+    if (ns == "aten" && op == "sym_stride" && overload == "int") return emitOperator(n, "aten::stride", "int");
+    if (ns == "aten" && op == "sym_numel") return emitOperator(n, "aten::numel", "");
     emitOperator(n, ns + "::" + op, overload == "default" ? "" : overload);
-  }
-
-  void emitRenamed(const ir::Node& n, const std::string& name, const std::string& overload) {
-    emitOperator(n, name, overload);
   }
 
   void emitOperator(const ir::Node& n, const std::string& name, const std::string& overload) {

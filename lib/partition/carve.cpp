@@ -118,7 +118,6 @@ class Carver {
         liftedSpec_[s.arg.value()] = i;
       }
     }
-    deps_ = passes::nodeDependencies(g_);
   }
 
   int homeStage(const Value* v) const {
@@ -126,7 +125,7 @@ class Carver {
   }
 
   // Nodes needed to compute v in another stage, if that is cheap; empty if not.
-  std::vector<size_t> recomputeSlice(const Value* v, int stage) const {
+  std::vector<size_t> recomputeSlice(const Value* v) const {
     if (!opt_.recompute || !v->producer || v->kind != ir::ValueKind::Tensor) return {};
     uint64_t valueBytes = perSampleBytes(*v);
     if (valueBytes == 0) return {};
@@ -154,22 +153,16 @@ class Carver {
         inputBytes += perSampleBytes(*leaf);
         if (perSampleBytes(*leaf) == 0) return {};
       } else if (auto it = liftedSpec_.find(leaf); it != liftedSpec_.end()) {
-        liftedBytes += tensorBytes(p_.inputSpecs[it->second].target);
+        liftedBytes += whole_.tensorBytes(p_.inputSpecs[it->second].target);
       } else {
         return {};
       }
     }
     if (inputBytes >= valueBytes || liftedBytes > opt_.maxRecomputeLiftedBytes) return {};
-    (void)stage;
     std::sort(slice.begin(), slice.end());
     return slice;
   }
 
-  uint64_t tensorBytes(const std::string& fqn) const {
-    if (auto it = whole_.weights.find(fqn); it != whole_.weights.end()) return it->second.logicalBytes();
-    if (auto it = whole_.constants.find(fqn); it != whole_.constants.end()) return it->second.logicalBytes();
-    return 0;
-  }
 
   // External values a node set reads, in first-use order.
   std::vector<const Value*> externals(const std::vector<size_t>& nodes) const {
@@ -191,7 +184,7 @@ class Carver {
     std::set<size_t> extra;
     for (const Value* v : externals(d.nodes)) {
       if (!v->producer) continue;
-      auto slice = recomputeSlice(v, s);
+      auto slice = recomputeSlice(v);
       if (slice.empty()) continue;
       d.recomputedValues.push_back(v->name);
       extra.insert(slice.begin(), slice.end());
@@ -323,7 +316,7 @@ class Carver {
       StageParameter param;
       param.name = orig.target;
       param.kind = liftedKind(orig.kind);
-      param.bytes = tensorBytes(orig.target);
+      param.bytes = whole_.tensorBytes(orig.target);
       out.info.parameters.push_back(param);
       out.info.parameterBytes += param.bytes;
     }
@@ -468,7 +461,6 @@ class Carver {
   std::unordered_map<const Value*, size_t> userInput_;   // value -> flat user input index
   std::vector<size_t> userInputs_;                       // flat index -> input spec index
   std::unordered_map<const Value*, size_t> liftedSpec_;  // value -> input spec index
-  std::vector<std::vector<size_t>> deps_;
   std::vector<StageData> stages_;
 };
 

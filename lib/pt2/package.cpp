@@ -27,6 +27,24 @@ uint64_t StoredTensor::logicalBytes() const {
   return static_cast<uint64_t>(*n) * static_cast<uint64_t>(d->itemSize);
 }
 
+const StoredTensor* Package::find(const std::string& fqn) const {
+  if (auto it = weights.find(fqn); it != weights.end()) return &it->second;
+  if (auto it = constants.find(fqn); it != constants.end()) return &it->second;
+  return nullptr;
+}
+
+uint64_t Package::tensorBytes(const std::string& fqn) const {
+  const StoredTensor* t = find(fqn);
+  return t ? t->logicalBytes() : 0;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Package::liftedTensorBytes() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& s : program.inputSpecs)
+    if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer) out.emplace_back(s.target, tensorBytes(s.target));
+  return out;
+}
+
 namespace {
 
 constexpr const char* kWeightsDir = "data/weights/";

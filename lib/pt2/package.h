@@ -42,6 +42,13 @@ struct Package {
   std::optional<Blob> sampleInputs;
   std::map<std::string, Blob> extra;              // extra/<name>
   std::shared_ptr<const ArchiveReader> archive;
+
+  // The payload entry of a lifted tensor: weights first, then constants.
+  const StoredTensor* find(const std::string& fqn) const;
+  uint64_t tensorBytes(const std::string& fqn) const;  // 0 when absent or symbolic
+  // (FQN, bytes) of every parameter and buffer the signature lifts, in
+  // signature order: what ir::ModuleTree::build takes.
+  std::vector<std::pair<std::string, uint64_t>> liftedTensorBytes() const;
 };
 
 // Throws pipecut::Error (InvalidInput) naming the file and the offending

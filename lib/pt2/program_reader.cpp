@@ -362,22 +362,18 @@ Argument signatureArgument(const Graph& g, const Json& j, const std::string& w) 
   const Json& p = j.begin().value();
   Argument a;
   a.tag = *tag;
-  auto symbolic = [&](ValueKind kind) {
-    if (p.is_object() && p.contains("as_name")) {
-      Value* v = g.find(p["as_name"].get<std::string>());
-      if (!v) invalidInput(w, "signature names undefined value '" + p["as_name"].get<std::string>() + "'");
-      a.refs.push_back(ir::Ref{v, nullptr});
-    } else {
-      a.refs.push_back(ir::Ref{nullptr, p});
-    }
-    (void)kind;
-  };
   switch (*tag) {
     case ArgTag::Tensor: return resolveName(g, p, ValueKind::Tensor, w + "." + key);
     case ArgTag::CustomObj: return resolveName(g, p, ValueKind::CustomObj, w + "." + key);
-    case ArgTag::SymInt: symbolic(ValueKind::SymInt); return a;
-    case ArgTag::SymBool: symbolic(ValueKind::SymBool); return a;
-    case ArgTag::SymFloat: symbolic(ValueKind::SymFloat); return a;
+    case ArgTag::SymInt: case ArgTag::SymBool: case ArgTag::SymFloat:
+      if (p.is_object() && p.contains("as_name")) {
+        Value* v = g.find(p["as_name"].get<std::string>());
+        if (!v) invalidInput(w, "signature names undefined value '" + p["as_name"].get<std::string>() + "'");
+        a.refs.push_back(ir::Ref{v, nullptr});
+      } else {
+        a.refs.push_back(ir::Ref{nullptr, p});
+      }
+      return a;
     default:
       if (argTagHasRefs(*tag)) invalidInput(w, "unsupported signature argument variant '" + key + "'");
       a.literal = p;
@@ -441,35 +437,36 @@ ir::Program parseProgram(const Json& j) {
     const Json& b = s.begin().value();
     std::string wk = w + "." + key;
     ir::InputSpec spec;
+    // Lifted inputs: {arg: {name}, <target field>: FQN}.
+    struct Lifted {
+      const char* key;
+      ir::InputKind kind;
+      const char* targetField;
+      ValueKind valueKind;
+    };
+    static const Lifted kLifted[] = {
+        {"parameter", ir::InputKind::Parameter, "parameter_name", ValueKind::Tensor},
+        {"buffer", ir::InputKind::Buffer, "buffer_name", ValueKind::Tensor},
+        {"tensor_constant", ir::InputKind::TensorConstant, "tensor_constant_name", ValueKind::Tensor},
+        {"custom_obj", ir::InputKind::CustomObj, "custom_obj_name", ValueKind::CustomObj},
+        {"token", ir::InputKind::Token, nullptr, ValueKind::Tensor},
+    };
     if (key == "user_input") {
       spec.kind = ir::InputKind::UserInput;
       spec.arg = signatureArgument(p.graph, field(b, "arg", wk), wk + ".arg");
-    } else if (key == "parameter") {
-      spec.kind = ir::InputKind::Parameter;
-      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
-      spec.target = str(field(b, "parameter_name", wk), wk + ".parameter_name");
-    } else if (key == "buffer") {
-      spec.kind = ir::InputKind::Buffer;
-      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
-      spec.target = str(field(b, "buffer_name", wk), wk + ".buffer_name");
-      spec.persistent = b.value("persistent", true);
-    } else if (key == "tensor_constant") {
-      spec.kind = ir::InputKind::TensorConstant;
-      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
-      spec.target = str(field(b, "tensor_constant_name", wk), wk + ".tensor_constant_name");
-    } else if (key == "custom_obj") {
-      spec.kind = ir::InputKind::CustomObj;
-      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::CustomObj, wk + ".arg");
-      spec.target = str(field(b, "custom_obj_name", wk), wk + ".custom_obj_name");
     } else if (key == "constant_input") {
       spec.kind = ir::InputKind::ConstantInput;
       spec.target = str(field(b, "name", wk), wk + ".name");
       spec.constantValue = field(b, "value", wk);
-    } else if (key == "token") {
-      spec.kind = ir::InputKind::Token;
-      spec.arg = resolveName(p.graph, field(b, "arg", wk), ValueKind::Tensor, wk + ".arg");
     } else {
-      invalidInput(w, "unknown InputSpec variant '" + key + "'");
+      const Lifted* l = nullptr;
+      for (const auto& candidate : kLifted)
+        if (key == candidate.key) l = &candidate;
+      if (!l) invalidInput(w, "unknown InputSpec variant '" + key + "'");
+      spec.kind = l->kind;
+      spec.arg = resolveName(p.graph, field(b, "arg", wk), l->valueKind, wk + ".arg");
+      if (l->targetField) spec.target = str(field(b, l->targetField, wk), wk + "." + l->targetField);
+      if (l->kind == ir::InputKind::Buffer) spec.persistent = b.value("persistent", true);
     }
     p.inputSpecs.push_back(std::move(spec));
   }

@@ -157,20 +157,15 @@ int runInspect(const InspectOptions& o) {
   const ir::Program& p = pkg.program;
 
   std::vector<Io> inputs, outputs;
-  std::vector<std::pair<std::string, uint64_t>> tensors;
   uint64_t paramBytes = 0, bufferBytes = 0, constantBytes = 0;
   size_t nParams = 0, nBuffers = 0, nConstants = 0;
-  auto bytesOf = [&](const std::string& fqn) -> uint64_t {
-    if (auto it = pkg.weights.find(fqn); it != pkg.weights.end()) return it->second.logicalBytes();
-    if (auto it = pkg.constants.find(fqn); it != pkg.constants.end()) return it->second.logicalBytes();
-    return 0;
-  };
+  auto bytesOf = [&](const std::string& fqn) { return pkg.tensorBytes(fqn); };
   for (const auto& s : p.inputSpecs) {
     switch (s.kind) {
       case ir::InputKind::UserInput: inputs.push_back(describeValue(s.arg, "user_input")); break;
       case ir::InputKind::ConstantInput: inputs.push_back(Io{s.target, "constant_input", "constant", s.constantValue.dump()}); break;
-      case ir::InputKind::Parameter: ++nParams; paramBytes += bytesOf(s.target); tensors.emplace_back(s.target, bytesOf(s.target)); break;
-      case ir::InputKind::Buffer: ++nBuffers; bufferBytes += bytesOf(s.target); tensors.emplace_back(s.target, bytesOf(s.target)); break;
+      case ir::InputKind::Parameter: ++nParams; paramBytes += bytesOf(s.target); break;
+      case ir::InputKind::Buffer: ++nBuffers; bufferBytes += bytesOf(s.target); break;
       case ir::InputKind::TensorConstant: ++nConstants; constantBytes += bytesOf(s.target); break;
       default: break;
     }
@@ -180,7 +175,7 @@ int runInspect(const InspectOptions& o) {
   std::map<std::string, size_t> ops;
   std::vector<Region> regions;
   collect(p.graph, 0, ops, regions);
-  ir::ModuleTree tree = ir::ModuleTree::build(p, tensors);
+  ir::ModuleTree tree = ir::ModuleTree::build(p, pkg.liftedTensorBytes());
 
   std::string verified = "ok";
   try {

@@ -33,18 +33,6 @@ std::string stageName(uint32_t i) {
   return buf;
 }
 
-std::vector<std::pair<std::string, uint64_t>> liftedTensors(const pt2::Package& pkg) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  for (const auto& s : pkg.program.inputSpecs) {
-    if (s.kind != ir::InputKind::Parameter && s.kind != ir::InputKind::Buffer) continue;
-    uint64_t b = 0;
-    if (auto it = pkg.weights.find(s.target); it != pkg.weights.end()) b = it->second.logicalBytes();
-    else if (auto it2 = pkg.constants.find(s.target); it2 != pkg.constants.end()) b = it2->second.logicalBytes();
-    out.emplace_back(s.target, b);
-  }
-  return out;
-}
-
 std::string sourceStr(const Manifest& m, const ValueSource& s) {
   if (s.kind == ValueSource::Kind::UserInput) return "input '" + m.inputs.at(s.userInput).name + "'";
   return "stage " + std::to_string(s.stage);
@@ -150,7 +138,7 @@ int runSplit(const SplitOptions& o) {
   } catch (const Error& e) {
     throw Error(e.kind(), o.model, e.where(), e.message());
   }
-  ir::ModuleTree tree = ir::ModuleTree::build(pkg.program, liftedTensors(pkg));
+  ir::ModuleTree tree = ir::ModuleTree::build(pkg.program, pkg.liftedTensorBytes());
   partition::Assignment assignment;
   partition::Carving carving;
   try {
