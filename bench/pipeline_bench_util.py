@@ -20,6 +20,7 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
 
 from refio import read_ref, write_ref  # noqa: E402
+from tiny_llama import llama_config, logits_model  # noqa: E402
 
 DEFAULT_PIPECUT = os.path.join(REPO_ROOT, "build", "tools", "pipecut")
 DEFAULT_RUNNER = os.path.join(REPO_ROOT, "build", "tools", "pipecut-run")
@@ -49,28 +50,13 @@ def describe_model(a):
 
 
 def build_llama(a):
-    """LlamaForCausalLM subclass returning logits only (as scripts/fixtures/generate.py does)."""
+    """The tiny Llama of scripts/tiny_llama.py, sized by the command line."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    class LlamaLogits(LlamaForCausalLM):
-        def forward(self, input_ids):
-            return super().forward(input_ids=input_ids, use_cache=False).logits
-
-    LlamaLogits.__qualname__ = "LlamaLogits"
-    cfg = LlamaConfig(
-        num_hidden_layers=a.layers,
-        hidden_size=a.hidden,
-        intermediate_size=a.intermediate or 2 * a.hidden,
-        num_attention_heads=a.heads,
-        num_key_value_heads=a.kv_heads,
-        vocab_size=a.vocab,
-        max_position_embeddings=max(64, a.seq),
-        attn_implementation="sdpa",
-        use_cache=False,
-    )
+    cfg = llama_config(layers=a.layers, hidden=a.hidden, intermediate=a.intermediate or 2 * a.hidden,
+                       heads=a.heads, kv_heads=a.kv_heads, vocab=a.vocab, max_positions=max(64, a.seq))
     torch.manual_seed(a.seed)
-    return LlamaLogits(cfg).eval().float()
+    return logits_model(cfg).eval().float()
 
 
 def prepare_model(a, work):

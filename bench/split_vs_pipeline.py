@@ -112,6 +112,7 @@ import subprocess
 import tempfile
 import time
 import traceback
+import sys
 import warnings
 
 warnings.filterwarnings("ignore")
@@ -121,39 +122,14 @@ import torch.nn as nn  # noqa: E402
 
 BATCH, SEQ = 2, 16
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+from tiny_llama import llama_config, logits_model  # noqa: E402
 CHILD_ENV = dict(os.environ)  # environment of the pipecut processes (thread count set in main)
 
 
 # ---------------------------------------------------------------------------
 # Models
 # ---------------------------------------------------------------------------
-
-def llama_config(layers):
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        num_hidden_layers=layers,
-        hidden_size=64,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=256,
-        max_position_embeddings=64,
-        attn_implementation="sdpa",
-        use_cache=False,
-    )
-
-
-def _logits_class():
-    from transformers import LlamaForCausalLM
-
-    class LlamaLogits(LlamaForCausalLM):
-        def forward(self, input_ids):
-            return super().forward(input_ids=input_ids, use_cache=False).logits
-
-    LlamaLogits.__qualname__ = "LlamaLogits"
-    return LlamaLogits
-
 
 def _rotary_without_no_grad(self, x, position_ids):
     """LlamaRotaryEmbedding's default-rope math, with no @torch.no_grad()."""
@@ -166,7 +142,7 @@ def _rotary_without_no_grad(self, x, position_ids):
 
 def build_llama(layers, patched):
     torch.manual_seed(0)
-    model = _logits_class()(llama_config(layers))
+    model = logits_model(llama_config(layers=layers))
     if patched:
         from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
