@@ -145,6 +145,12 @@ def run_json(cmd, env=None, timeout=600, cpus=None):
     return json.JSONDecoder().raw_decode(text[start:])[0]
 
 
+def rotated(items, repeat):
+    """The run order for a repeat: rotated by one each time, so every side runs first, middle and last."""
+    k = repeat % len(items)
+    return items[k:] + items[:k]
+
+
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 

@@ -314,8 +314,7 @@ def main():
         print("raw samples/s per repeat (side order rotates each repeat; repeat 1 also saves both outputs for the check):")
         for r in range(a.repeats):
             for s in a.stages:
-                k = r % len(sides)
-                order = sides[k:] + sides[:k]
+                order = U.rotated(sides, r)
                 line = []
                 out_pc = os.path.join(work, f"pipecut_out_{s}.safetensors") if r == 0 else None
                 out_tp = os.path.join(work, f"torch_out_{s}.pt") if r == 0 else None

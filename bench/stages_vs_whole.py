@@ -213,8 +213,7 @@ def main():
         print("raw samples/s per repeat (run order rotates each repeat):")
         for r in range(a.repeats):
             for t in a.threads:
-                k = r % len(configs)
-                order = configs[k:] + configs[:k]
+                order = U.rotated(configs, r)
                 line = []
                 for s in order:
                     j = run(s, t)
