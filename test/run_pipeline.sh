@@ -59,10 +59,24 @@ expect 2 "wrong batch" -- "$run" "$splits/mlp.2" -m 4 --inputs "$models/mlp.ref.
 expect 2 "static shape" -- "$run" "$splits/mlp.2" -m 1 --inputs "$models/mlp.mb4.ref.safetensors" -q
 [[ $LAST_LOG == *"does not match the exported shape"* ]] || { echo "FAIL: shape message: $LAST_LOG"; fail=$((fail+1)); }
 expect 2 "no cuda" -- "$run" "$splits/mlp.2" --devices cuda:0 --inputs "$models/mlp.ref.safetensors" -q
+[[ $LAST_LOG == *"--devices: 'cuda:0' requested, but no CUDA device is available"* ]] || { echo "FAIL: cuda message: $LAST_LOG"; fail=$((fail+1)); }
 expect 2 "device count" -- "$run" "$splits/mlp.4" --devices cpu,cpu --inputs "$models/mlp.ref.safetensors" -q
 [[ $LAST_LOG == *"gives 2 devices for 4 stages"* ]] || { echo "FAIL: devices message: $LAST_LOG"; fail=$((fail+1)); }
 expect 2 "missing dir" -- "$run" "$out/nowhere" --random-inputs -q
+[[ $LAST_LOG == *"$out/nowhere: no manifest.pb or manifest.json"* ]] || { echo "FAIL: dir message: $LAST_LOG"; fail=$((fail+1)); }
 expect 1 "usage" -- "$run" "$splits/mlp.2" --schedule zigzag --random-inputs
+[[ $LAST_LOG == *"--schedule: expected gpipe or 1f1b"* ]] || { echo "FAIL: usage message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "stage ranks outside" -- "$run" "$splits/mlp.2" --stage-ranks 0,5 --random-inputs -q
+[[ $LAST_LOG == *"--stage-ranks: rank 5 is outside the world of 1"* ]] || { echo "FAIL: ranks message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "stage ranks count" -- "$run" "$splits/mlp.2" --stage-ranks 0 --random-inputs -q
+[[ $LAST_LOG == *"--stage-ranks: gives 1 ranks for 2 stages"* ]] || { echo "FAIL: ranks message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "input count" -- "$run" "$splits/multi_io.2" --inputs "$models/mlp.ref.safetensors" -q
+[[ $LAST_LOG == *"mlp.ref.safetensors: holds 1 input tensors; the stages take 4"* ]] || { echo "FAIL: inputs message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "bad RANK" -- env RANK=abc "$run" "$splits/mlp.2" --random-inputs -q
+[[ $LAST_LOG == *"RANK: environment variable is not an integer: 'abc'"* ]] || { echo "FAIL: RANK message: $LAST_LOG"; fail=$((fail+1)); }
+# A rank whose peers never come: rendezvous fails at the timeout, naming the address.
+expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29890 "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
+[[ $LAST_LOG == *"rendezvous at 127.0.0.1:29890"* ]] || { echo "FAIL: rendezvous message: $LAST_LOG"; fail=$((fail+1)); }
 cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
 [[ $LAST_LOG == *"stage_001.pt: sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }
