@@ -1,0 +1,56 @@
+// The TorchScript emitter's refusals name the node and what it cannot express.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "emit/torchscript.h"
+#include "pt2/program_json.h"
+#include "support/error.h"
+#include "test_util.h"
+
+using namespace pipecut;
+using ir::Json;
+
+namespace {
+
+std::string emitError(const Json& program) {
+  pt2::Package pkg;
+  pkg.program = pt2::parseProgram(program);
+  std::string path = test::outPath("emit/stage.pt");
+  std::filesystem::remove(path);
+  try {
+    emit::writeTorchScript(pkg, "stage_000", path);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidInput);
+    CHECK_FALSE(std::filesystem::exists(path));
+    return e.what();
+  }
+  CHECK(std::filesystem::exists(path));
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the emitter writes a plain program and refuses what TorchScript cannot express", "[emit]") {
+  CHECK(emitError(test::programJson(Json::array({test::tensorNode("torch.ops.aten.relu.default", {"x"}, "out")}))).empty());
+
+  CHECK_THAT(emitError(test::programJson(Json::array({test::tensorNode("torch.ops.aten.no_such_op.default", {"x"}, "out")}))),
+             Catch::Contains("node 'out' (aten.no_such_op.default)") &&
+                 Catch::Contains("operator aten::no_such_op has no TorchScript kernel"));
+
+  Json extra = test::programJson(Json::array({test::tensorNode("torch.ops.aten.relu.default", {"x"}, "out")}));
+  extra["graph_module"]["graph"]["nodes"][0]["inputs"][0]["name"] = "bogus";
+  CHECK_THAT(emitError(extra), Catch::Contains("argument 'self' of aten::relu is missing"));
+
+  Json body = test::programJson(Json::array({test::tensorNode("torch.ops.aten.relu.default", {"bx"}, "by")}), {"bx"},
+                                "by")["graph_module"]["graph"];
+  Json cond{{"target", "torch.ops.higher_order.cond"},
+            {"inputs", Json::array({Json{{"name", ""}, {"arg", {{"as_tensor", {{"name", "x"}}}}}, {"kind", 1}},
+                                    Json{{"name", ""}, {"arg", {{"as_graph", {{"name", "true_graph_0"}, {"graph", body}}}}}, {"kind", 1}},
+                                    Json{{"name", ""}, {"arg", {{"as_graph", {{"name", "false_graph_0"}, {"graph", body}}}}}, {"kind", 1}},
+                                    Json{{"name", ""}, {"arg", {{"as_tensors", Json::array({Json{{"name", "x"}}})}}}, {"kind", 1}}})},
+            {"outputs", Json::array({Json{{"as_tensor", {{"name", "out"}}}}})},
+            {"metadata", Json::object()}, {"is_hop_single_tensor_return", nullptr}, {"name", "out"}};
+  CHECK_THAT(emitError(test::programJson(Json::array({cond}))),
+             Catch::Contains("node 'out' (higher_order.cond)") &&
+                 Catch::Contains("higher-order op 'cond' is not supported by the TorchScript emitter"));
+}
