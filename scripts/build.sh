@@ -6,8 +6,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=$("$root/scripts/setup.sh")
 build=${PIPECUT_BUILD_DIR:-$root/build}
 mkdir -p "$build"
+# ccache, when installed, makes rebuilds of other checkouts (and clean CI
+# re-runs on a kept machine) cheap; nothing requires it.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# More configure options (e.g. -DPIPECUT_TEST_PORT_BASE=31000), word-split.
+read -r -a extra <<<"${PIPECUT_CMAKE_ARGS:-}"
 # torch's CMake config is chatty (CUDA arch and kineto warnings); show it only on failure.
-cmake -S "$root" -B "$build" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" -DPIPECUT_BUILD_TESTS=ON \
+cmake -S "$root" -B "$build" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" -DPIPECUT_BUILD_TESTS=ON "${launcher[@]}" "${extra[@]}" \
   >"$build/configure.log" 2>&1 ||
   { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" -j2 "$@" >&2

@@ -3,7 +3,7 @@
 # and 4 micro-batches, reproduces the PyTorch references (--check); plus the
 # 1F1B schedule, traces, JSON reports, and the exit codes users script against.
 set -uo pipefail
-run=$1 py=$2 src=$3 splits=$4 out=$5
+run=$1 py=$2 src=$3 splits=$4 out=$5 lonely_port=${6:-29890}
 mkdir -p "$out"
 models=$src/testdata/models
 fail=0 pass=0
@@ -75,8 +75,8 @@ expect 2 "input count" -- "$run" "$splits/multi_io.2" --inputs "$models/mlp.ref.
 expect 2 "bad RANK" -- env RANK=abc "$run" "$splits/mlp.2" --random-inputs -q
 [[ $LAST_LOG == *"RANK: environment variable is not an integer: 'abc'"* ]] || { echo "FAIL: RANK message: $LAST_LOG"; fail=$((fail+1)); }
 # A rank whose peers never come: rendezvous fails at the timeout, naming the address.
-expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29890 "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
-[[ $LAST_LOG == *"rendezvous at 127.0.0.1:29890"* ]] || { echo "FAIL: rendezvous message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
+[[ $LAST_LOG == *"rendezvous at 127.0.0.1:$lonely_port"* ]] || { echo "FAIL: rendezvous message: $LAST_LOG"; fail=$((fail+1)); }
 cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
 [[ $LAST_LOG == *"stage_001.pt: sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }
