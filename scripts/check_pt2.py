@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Check a `.pt2` exported program against a reference file.
 
-    check_pt2.py MODEL.pt2 REF.safetensors [MODEL2.pt2 REF2.safetensors ...] [--atol A]
+    check_pt2.py MODEL.pt2 REF.safetensors [MODEL2.pt2 REF2.safetensors ...] [--exact] [--atol A]
+    check_pt2.py --twins MODEL.pt2 TWIN.pt2 REF.safetensors [...]
 
 Loads each model with torch.export.load, rebuilds (args, kwargs) from the
 reference's flat inputs with the program's input spec, runs ep.module() and
-compares the flattened outputs with the reference outputs: exactly (same dtype,
-shape and values) by default, or max |a - b| <= A with --atol.
+compares the flattened outputs with the reference outputs within a per-dtype
+tolerance (scripts/oracles.py; --atol overrides), or bit for bit with --exact
+(only for references computed on this machine).
+
+With --twins, each MODEL is also run next to TWIN (e.g. the program pipecut
+rewrote, and the original), both here, and their outputs must agree bit for bit.
 
 Exit status (worst over all pairs): 0 all match, 1 an output mismatched,
 2 a model or reference could not be loaded or run.
@@ -21,6 +26,7 @@ import torch
 import torch.utils._pytree as pytree
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracles import compare  # noqa: E402
 from refio import read_ref  # noqa: E402
 
 
@@ -80,70 +86,65 @@ def load_program(path):
         logger.setLevel(old[1])
 
 
-def max_abs_err(a, b):
-    if a.numel() == 0:
-        return 0.0
-    if a.dtype == torch.bool or b.dtype == torch.bool:
-        return float((a != b).any())
-    return float((a.double() - b.double()).abs().max())
+def run_program(path, inputs):
+    """Returns (flat outputs, None) or (None, error message)."""
+    try:
+        ep = load_program(path)
+    except Exception as e:
+        return None, f"cannot load model: {first_line(e).removeprefix('RuntimeError: ')}"
+    try:
+        args, kwargs = pytree.tree_unflatten(inputs, ep.call_spec.in_spec)
+        flat, _ = pytree.tree_flatten(ep.module()(*args, **kwargs))
+    except Exception as e:
+        return None, f"cannot run model: {describe_load_error(e)}"
+    return [t.detach() if isinstance(t, torch.Tensor) else t for t in flat], None
 
 
-def check_one(model_path, ref_path, atol):
+def check_one(model_path, ref_path, twin_path, exact, atol):
     name = os.path.basename(model_path)
     try:
-        inputs, ref_outputs, _meta = read_ref(ref_path)
+        inputs, ref_outputs, meta = read_ref(ref_path)
     except Exception as e:
         print(f"error {name}: cannot read reference {ref_path}: {first_line(e)}")
         return 2
-    try:
-        ep = load_program(model_path)
-    except Exception as e:
-        print(f"error {name}: cannot load model: {first_line(e).removeprefix('RuntimeError: ')}")
+    got, err = run_program(model_path, inputs)
+    if err:
+        print(f"error {name}: {err}")
         return 2
-    try:
-        args, kwargs = pytree.tree_unflatten(inputs, ep.call_spec.in_spec)
-        outputs = ep.module()(*args, **kwargs)
-        flat_out, _ = pytree.tree_flatten(outputs)
-    except Exception as e:
-        print(f"error {name}: cannot run model: {describe_load_error(e)}")
-        return 2
-
-    if len(flat_out) != len(ref_outputs):
-        print(f"mismatch {name}: {len(flat_out)} outputs, reference has {len(ref_outputs)}")
+    ok, worst, why = compare(got, ref_outputs, exact=exact, compute_dtype=meta.get("compute_dtype", ""), atol=atol)
+    if not ok:
+        print(f"mismatch {name}: against {os.path.basename(ref_path)}: {why}")
         return 1
-    worst = 0.0
-    for j, (got, want) in enumerate(zip(flat_out, ref_outputs)):
-        if not isinstance(got, torch.Tensor):
-            print(f"mismatch {name}: output {j} is {type(got).__name__}, not a tensor")
+    note = ""
+    if twin_path:
+        twin, err = run_program(twin_path, inputs)
+        if err:
+            print(f"error {os.path.basename(twin_path)}: {err}")
+            return 2
+        same, _, why = compare(got, twin, exact=True)
+        if not same:
+            print(f"mismatch {name}: against {os.path.basename(twin_path)} run here: {why}")
             return 1
-        got = got.detach()
-        if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
-            print(f"mismatch {name}: output {j} is {got.dtype}{list(got.shape)}, "
-                  f"reference {want.dtype}{list(want.shape)}")
-            return 1
-        err = max_abs_err(got, want)
-        worst = max(worst, err)
-        if atol is None:
-            if not torch.equal(got, want):
-                print(f"mismatch {name}: output {j} differs (max abs err {err:.3g}, exact match required)")
-                return 1
-        elif not err <= atol:  # also catches NaN
-            print(f"mismatch {name}: output {j} max abs err {err:.3g} > atol {atol:g}")
-            return 1
-    print(f"ok {name}: {len(flat_out)} outputs match (max abs err {worst:.3g})")
+        note = f", bitwise equal to {os.path.basename(twin_path)}"
+    print(f"ok {name}: {len(got)} outputs match (max abs err {worst:.3g}{note})")
     return 0
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", metavar="MODEL.pt2 REF.safetensors")
-    ap.add_argument("--atol", type=float, default=None, help="allowed max abs error (default: exact)")
+    ap.add_argument("files", nargs="+", metavar="MODEL.pt2 [TWIN.pt2] REF.safetensors")
+    ap.add_argument("--twins", action="store_true", help="files come as MODEL TWIN REF triples")
+    ap.add_argument("--exact", action="store_true", help="bitwise against REF (computed on this machine)")
+    ap.add_argument("--atol", type=float, default=None, help="allowed abs error against REF (default: by dtype)")
     opts = ap.parse_args(argv)
-    if len(opts.files) % 2:
-        ap.error("expected MODEL.pt2 REF.safetensors pairs")
+    group = 3 if opts.twins else 2
+    if len(opts.files) % group:
+        ap.error("expected MODEL TWIN REF triples" if opts.twins else "expected MODEL.pt2 REF.safetensors pairs")
     worst = 0
-    for model_path, ref_path in zip(opts.files[0::2], opts.files[1::2]):
-        worst = max(worst, check_one(model_path, ref_path, opts.atol))
+    for k in range(0, len(opts.files), group):
+        model_path, ref_path = opts.files[k], opts.files[k + group - 1]
+        twin = opts.files[k + 1] if opts.twins else None
+        worst = max(worst, check_one(model_path, ref_path, twin, opts.exact, opts.atol))
     return worst
 
 

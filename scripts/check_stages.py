@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Chain a pipecut split directory's stages in Python and compare with references.
 
-usage: check_stages.py OUTDIR REF.safetensors [--format torchscript|pt2|both] [--atol A]
-       (several OUTDIR REF pairs may follow one another)
+usage: check_stages.py OUTDIR WHOLE REF.safetensors [OUTDIR WHOLE REF ...] [--format torchscript|pt2|both] [--atol A]
 
 Feeds every stage as manifest.json says (user inputs and other stages' outputs
 to the stage inputs that name them), through torch.jit.load for the .pt stages
-and torch.export.load for the .pt2 stages. Exit 0 when every final output is
-within atol of the reference, 1 on a mismatch, 2 when something cannot load.
+and torch.export.load for the .pt2 stages. The final outputs must be within a
+per-dtype tolerance of REF (scripts/oracles.py; --atol overrides), and bit for
+bit equal to those of WHOLE, the same program unsplit (a one-stage split of
+`{}`) chained the same way here; WHOLE may be "-" to skip that.
+Exit 0 when all agree, 1 on a mismatch, 2 when something cannot load.
 """
 import argparse
 import json
@@ -18,6 +20,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracles import compare  # noqa: E402
 from refio import read_ref  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -63,43 +66,42 @@ def run_chain(outdir, inputs, fmt):
     return finals
 
 
-def check(outdir, ref_path, fmt, atol):
-    inputs, outputs, _ = read_ref(ref_path)
+def check(outdir, whole, ref_path, fmt, atol):
+    inputs, outputs, meta = read_ref(ref_path)
     try:
         got = run_chain(outdir, inputs, fmt)
+        twin = run_chain(whole, inputs, fmt) if whole != "-" else None
     except Exception as e:  # noqa: BLE001 - report any load/run failure
         print(f"error {outdir} [{fmt}]: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         return 2
-    worst = 0.0
-    for j, (g, w) in enumerate(zip(got, outputs)):
-        if g.shape != w.shape or g.dtype != w.dtype:
-            print(f"mismatch {outdir} [{fmt}]: output {j} is {g.dtype}{list(g.shape)}, reference {w.dtype}{list(w.shape)}")
-            return 1
-        err = (g.double() - w.double()).abs().max().item() if w.numel() else 0.0
-        worst = max(worst, err)
-        if not err <= atol:
-            print(f"mismatch {outdir} [{fmt}]: output {j} max abs error {err:.3g} > {atol}")
-            return 1
-    if len(got) != len(outputs):
-        print(f"mismatch {outdir} [{fmt}]: {len(got)} outputs, reference has {len(outputs)}")
+    ok, worst, why = compare(got, outputs, compute_dtype=meta.get("compute_dtype", ""), atol=atol)
+    if not ok:
+        print(f"mismatch {outdir} [{fmt}]: against {os.path.basename(ref_path)}: {why}")
         return 1
-    print(f"ok {outdir} [{fmt}]: {len(got)} outputs match (max abs err {worst:.3g})")
+    note = ""
+    if twin is not None:
+        same, _, why = compare(got, twin, exact=True)
+        if not same:
+            print(f"mismatch {outdir} [{fmt}]: against the unsplit {whole}: {why}")
+            return 1
+        note = ", bitwise equal to the unsplit program"
+    print(f"ok {outdir} [{fmt}]: {len(got)} outputs match (max abs err {worst:.3g}{note})")
     return 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("pairs", nargs="+", help="OUTDIR REF pairs")
+    ap.add_argument("triples", nargs="+", help="OUTDIR WHOLE REF triples")
     ap.add_argument("--format", choices=["torchscript", "pt2", "both"], default="both")
-    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--atol", type=float, default=None, help="abs tolerance against REF (default: by dtype)")
     a = ap.parse_args()
-    if len(a.pairs) % 2:
-        ap.error("give OUTDIR REF pairs")
+    if len(a.triples) % 3:
+        ap.error("give OUTDIR WHOLE REF triples")
     formats = ["torchscript", "pt2"] if a.format == "both" else [a.format]
     rc = 0
-    for i in range(0, len(a.pairs), 2):
+    for i in range(0, len(a.triples), 3):
         for fmt in formats:
-            rc = max(rc, check(a.pairs[i], a.pairs[i + 1], fmt, a.atol))
+            rc = max(rc, check(a.triples[i], a.triples[i + 1], a.triples[i + 2], fmt, a.atol))
     return rc
 
 

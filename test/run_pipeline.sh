@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pipecut-run in one process: every fixture split into 2 and 4 stages, with 1
-# and 4 micro-batches, reproduces the PyTorch references (--check); plus the
-# 1F1B schedule, traces, JSON reports, and the exit codes users script against.
+# and 4 micro-batches, gives bit for bit what the unsplit program gives here,
+# which is within tolerance of the PyTorch references (--check); plus the 1F1B
+# schedule, traces, JSON reports, and the exit codes users script against.
 set -uo pipefail
 run=$1 py=$2 src=$3 splits=$4 out=$5 lonely_port=${6:-29890}
 mkdir -p "$out"
@@ -13,14 +14,25 @@ expect() {  # expect RC DESCRIPTION -- command...
   if [[ $rc -ne $want ]]; then echo "FAIL ($what): exit $rc, wanted $want"; echo "$log" | tail -5; fail=$((fail+1)); else pass=$((pass+1)); fi
   LAST_LOG=$log
 }
+# The unsplit program (the one-stage split of `{}`) run here is the bitwise
+# oracle for every split; it is itself within tolerance of the committed
+# references, which may come from a CPU that rounds differently.
+declare -A whole=()
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
-  expect 0 "$name M=1" -- "$run" "$splits/$name" --inputs "$models/$model.ref.safetensors" --check "$models/$model.ref.safetensors" -q
-  expect 0 "$name M=4" -- "$run" "$splits/$name" -m 4 --inputs "$models/$model.mb4.ref.safetensors" --check "$models/$model.mb4.ref.safetensors" -q
+  if [[ -z ${whole[$model]:-} ]]; then
+    whole[$model]=1
+    expect 0 "$model unsplit M=1" -- "$run" "$splits/$model.whole" --inputs "$models/$model.ref.safetensors" \
+      --check "$models/$model.ref.safetensors" --output "$out/$model.whole.mb1.safetensors" -q
+    expect 0 "$model unsplit M=4" -- "$run" "$splits/$model.whole" -m 4 --inputs "$models/$model.mb4.ref.safetensors" \
+      --check "$models/$model.mb4.ref.safetensors" --output "$out/$model.whole.mb4.safetensors" -q
+  fi
+  expect 0 "$name M=1" -- "$run" "$splits/$name" --inputs "$models/$model.ref.safetensors" --check "$out/$model.whole.mb1.safetensors" --exact -q
+  expect 0 "$name M=4" -- "$run" "$splits/$name" -m 4 --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
 done
 # 1F1B order, several iterations, trace and JSON report.
 expect 0 "1f1b" -- "$run" "$splits/llama_tiny.4" -m 4 --schedule 1f1b --warmup 1 --iterations 2 \
-  --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$models/llama_tiny.mb4.ref.safetensors" \
+  --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.mb4.safetensors" --exact \
   --json --trace "$out/trace.json" --output "$out/merged.safetensors"
 echo "$LAST_LOG" | python3 -c '
 import json, sys
@@ -44,7 +56,7 @@ import sys; sys.path.insert(0, '$src/scripts')
 import torch; from refio import read_ref
 ins, outs, _ = read_ref('$models/multi_io.ref.safetensors')
 torch.save(tuple(ins), '$out/multi_io_inputs.pt')
-\" && '$run' '$splits/multi_io.2' --inputs '$out/multi_io_inputs.pt' --check '$models/multi_io.ref.safetensors' -q"
+\" && '$run' '$splits/multi_io.2' --inputs '$out/multi_io_inputs.pt' --check '$out/multi_io.whole.mb1.safetensors' --exact -q"
 # A mismatch exits 4; bad input exits 2 with a message naming what is wrong.
 "$py" -c "
 import sys; sys.path.insert(0, '$src/scripts')
@@ -54,6 +66,16 @@ write_ref('$out/mlp.wrong.safetensors', ins, [o + 1e-3 for o in outs], meta)
 "
 expect 4 "check mismatch" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.wrong.safetensors" -q
 [[ $LAST_LOG == *"check: MISMATCH"* ]] || { echo "FAIL: mismatch message"; fail=$((fail+1)); }
+# One ulp off: within the default fp32 tolerance, but not bitwise.
+"$py" -c "
+import sys; sys.path.insert(0, '$src/scripts')
+import torch; from refio import read_ref, write_ref
+ins, outs, meta = read_ref('$out/mlp.whole.mb1.safetensors')
+write_ref('$out/mlp.ulp.safetensors', ins, [torch.nextafter(o, torch.full_like(o, float('inf'))) for o in outs], meta)
+"
+expect 0 "within tolerance" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.ulp.safetensors" -q
+expect 4 "exact mismatch" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.ulp.safetensors" --exact -q
+[[ $LAST_LOG == *"output 0 differs bitwise"* ]] || { echo "FAIL: exact message: $LAST_LOG"; fail=$((fail+1)); }
 expect 2 "wrong batch" -- "$run" "$splits/mlp.2" -m 4 --inputs "$models/mlp.ref.safetensors" -q
 [[ $LAST_LOG == *"input 'x': a batch of 2 does not split into 4 equal micro-batches"* ]] || { echo "FAIL: batch message: $LAST_LOG"; fail=$((fail+1)); }
 expect 2 "static shape" -- "$run" "$splits/mlp.2" -m 1 --inputs "$models/mlp.mb4.ref.safetensors" -q

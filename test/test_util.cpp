@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 namespace pipecut::test {
@@ -13,8 +14,12 @@ using ir::Json;
 
 std::string sourcePath(const std::string& rel) { return std::string(PIPECUT_SOURCE_DIR) + "/" + rel; }
 
+// Each kernel level the numeric tests run under (ATEN_CPU_CAPABILITY) gets its
+// own output tree, so the two runs never share split directories.
 std::string outPath(const std::string& rel) {
-  fs::path p = fs::path(PIPECUT_TEST_OUT) / rel;
+  fs::path root(PIPECUT_TEST_OUT);
+  if (const char* level = std::getenv("ATEN_CPU_CAPABILITY"); level && *level) root /= std::string("kernels-") + level;
+  fs::path p = root / rel;
   fs::create_directories(p.parent_path());
   return p.string();
 }

@@ -9,14 +9,15 @@
 
 namespace pipecut::runtime {
 
-ChainReport checkChain(const std::string& dir, const std::string& referencePath, const ChainOptions& o) {
+namespace {
+
+std::vector<at::Tensor> runChain(const std::string& dir, const std::vector<at::Tensor>& inputs,
+                                 const std::string& referencePath, const torch::Device& device) {
   Manifest m = readManifest(dir);
-  ReferenceSet ref = readReference(referencePath);
-  if (ref.inputs.size() != m.inputs.size())
+  if (inputs.size() != m.inputs.size())
     throw Error(ErrorKind::InvalidInput, referencePath, "",
-                "holds " + std::to_string(ref.inputs.size()) + " inputs, the manifest expects " +
+                "holds " + std::to_string(inputs.size()) + " inputs, the manifest of " + dir + " expects " +
                     std::to_string(m.inputs.size()));
-  torch::Device device(o.device);
   c10::InferenceMode guard;
   std::vector<std::vector<at::Tensor>> results(m.stages.size());
   for (const Stage& st : m.stages) {
@@ -28,7 +29,7 @@ ChainReport checkChain(const std::string& dir, const std::string& referencePath,
     mod.eval();
     std::vector<c10::IValue> args;
     for (const auto& in : st.inputs) {
-      if (in.source.kind == ValueSource::Kind::UserInput) args.emplace_back(ref.inputs.at(in.source.userInput).to(device));
+      if (in.source.kind == ValueSource::Kind::UserInput) args.emplace_back(inputs.at(in.source.userInput).to(device));
       else args.emplace_back(results.at(in.source.stage).at(in.source.output));
     }
     c10::IValue out = mod.forward(args);
@@ -38,16 +39,36 @@ ChainReport checkChain(const std::string& dir, const std::string& referencePath,
   for (size_t j = 0; j < m.outputs.size(); ++j) {
     const auto& src = m.outputs[j].source;
     if (!src) throw Error(ErrorKind::InvalidInput, dir, "outputs[" + std::to_string(j) + "]", "no source");
-    got.push_back(src->kind == ValueSource::Kind::UserInput ? ref.inputs.at(src->userInput)
+    got.push_back(src->kind == ValueSource::Kind::UserInput ? inputs.at(src->userInput)
                                                            : results.at(src->stage).at(src->output));
   }
-  Comparison c = compareOutputs(got, ref.outputs, o.atol, 0);
+  return got;
+}
+
+}  // namespace
+
+ChainReport checkChain(const std::string& dir, const std::string& referencePath, const ChainOptions& o) {
+  ReferenceSet ref = readReference(referencePath);
+  torch::Device device(o.device);
+  std::vector<at::Tensor> got = runChain(dir, ref.inputs, referencePath, device);
+  Tolerance tol;
+  tol.atol = o.atol;
+  tol.rtol = o.rtol;
+  if (auto it = ref.metadata.find("compute_dtype"); it != ref.metadata.end()) tol.computeDtype = it->second;
+  Comparison c = compareOutputs(got, ref.outputs, tol);
   ChainReport r;
-  r.outputs = m.outputs.size();
+  r.outputs = got.size();
   r.ok = c.ok;
   r.exact = c.exact;
   r.maxAbsError = c.maxAbsError;
   r.message = c.message;
+  if (!o.wholeDir.empty()) {
+    Tolerance bitwise;
+    bitwise.exact = true;
+    Comparison w = compareOutputs(got, runChain(o.wholeDir, ref.inputs, referencePath, device), bitwise);
+    r.matchesWhole = w.ok;
+    if (!w.ok && r.message.empty()) r.message = "against the unsplit program " + o.wholeDir + ": " + w.message;
+  }
   return r;
 }
 

@@ -582,7 +582,13 @@ class Engine {
   }
 
   void check(RunReport& r) {
-    Comparison c = compareOutputs(outputs_, readReference(o_.checkPath).outputs, o_.atol, o_.rtol);
+    ReferenceSet ref = readReference(o_.checkPath);
+    Tolerance tol;
+    tol.atol = o_.atol;
+    tol.rtol = o_.rtol;
+    tol.exact = o_.exact;
+    if (auto it = ref.metadata.find("compute_dtype"); it != ref.metadata.end()) tol.computeDtype = it->second;
+    Comparison c = compareOutputs(outputs_, ref.outputs, tol);
     r.checked = true;
     r.checkOk = c.ok;
     r.maxAbsError = c.maxAbsError;

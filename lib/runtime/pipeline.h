@@ -4,6 +4,7 @@
 // stage, in one process or across processes (c10d Gloo/NCCL).
 // The header is torch-free; drivers stay cheap to compile.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ struct RunOptions {
   int64_t batch = 0;                       // random inputs: micro-batch size where dimensions are symbolic
   int64_t intHigh = 2;                     // random integer inputs lie in [0, intHigh)
   std::string checkPath;                   // reference outputs to compare with
-  double atol = 1e-5, rtol = 0;
+  std::optional<double> atol, rtol;        // unset: per-dtype defaults (see runtime/compare.h)
+  bool exact = false;                      // --check demands bitwise equality
   int iterations = 1, warmup = 0;
   int queueDepth = 2;                      // micro-batches a stage may hold ahead of time
   std::string tracePath;

@@ -33,8 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", o.batch, "micro-batch size along dynamic (symbolic) dimensions, for --random-inputs");
   app.add_option("--int-high", o.intHigh, "random integer inputs lie in [0, N)")->capture_default_str();
   app.add_option("--check", o.checkPath, "reference outputs (.safetensors, output.N keys); exit 4 on mismatch");
-  app.add_option("--atol", o.atol, "absolute tolerance for --check")->capture_default_str();
-  app.add_option("--rtol", o.rtol, "relative tolerance for --check")->capture_default_str();
+  app.add_option("--atol", o.atol, "absolute tolerance for --check (default: by dtype, as torch.testing)");
+  app.add_option("--rtol", o.rtol, "relative tolerance for --check (default: by dtype, as torch.testing)");
+  app.add_flag("--exact", o.exact, "--check demands bitwise equality (for references computed on this machine)");
   app.add_option("--iterations", o.iterations, "measured passes over the batch")->capture_default_str();
   app.add_option("--warmup", o.warmup, "unmeasured passes first")->capture_default_str();
   app.add_option("--queue-depth", o.queueDepth, "micro-batches a stage may receive ahead")->capture_default_str();
