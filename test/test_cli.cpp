@@ -136,6 +136,56 @@ TEST_CASE("bad inputs exit 2 with a precise message and write nothing", "[cli]")
                  "data/weights/model.pt: weights are a pickled state dict (the torch 2.8 layout)");
 }
 
+TEST_CASE("mistyped fields and inconsistent tensor metadata exit 2 naming the JSON path", "[cli]") {
+  auto editConfig = [](const std::string& out, const std::function<void(Json&)>& edit) {
+    return mutate("mlp", out, [&](std::string& r, std::string& bytes) {
+      if (r == "data/weights/model_weights_config.json") {
+        Json j = Json::parse(bytes);
+        edit(j["config"]["layers.0.0.weight"]);
+        bytes = j.dump();
+      }
+      return true;
+    });
+  };
+  std::string cfg = "data/weights/model_weights_config.json: config.layers.0.0.weight";
+  expectRejected(editConfig("is_param_number.pt2", [](Json& e) { e["is_param"] = 1; }), cfg + ".is_param: expected a bool");
+  expectRejected(editConfig("use_pickle_string.pt2", [](Json& e) { e["use_pickle"] = "no"; }),
+                 cfg + ".use_pickle: expected a bool");
+  expectRejected(editConfig("path_name_number.pt2", [](Json& e) { e["path_name"] = 0; }), cfg + ".path_name: expected a string");
+  expectRejected(editConfig("strides_short.pt2", [](Json& e) { e["tensor_meta"]["strides"].erase(1); }),
+                 cfg + ".tensor_meta.strides: 1 strides for 2 sizes");
+  expectRejected(editConfig("strides_missing.pt2", [](Json& e) { e["tensor_meta"].erase("strides"); }),
+                 cfg + ".tensor_meta: missing field 'strides'");
+  expectRejected(editConfig("size_negative.pt2", [](Json& e) { e["tensor_meta"]["sizes"][0]["as_int"] = -3; }),
+                 cfg + ".tensor_meta.sizes[0]: negative size -3");
+  expectRejected(editConfig("stride_negative.pt2", [](Json& e) { e["tensor_meta"]["strides"][0]["as_int"] = -1; }),
+                 cfg + ".tensor_meta.strides[0]: negative stride -1");
+  expectRejected(editConfig("offset_past_end.pt2", [](Json& e) { e["tensor_meta"]["storage_offset"]["as_int"] = 1000000; }),
+                 "bytes but its metadata (float32");
+  expectRejected(editConfig("size_huge.pt2",
+                            [](Json& e) { e["tensor_meta"]["sizes"][0]["as_int"] = int64_t(1) << 62; }),
+                 "span more than 2^64 bytes");
+  expectRejected(editConfig("dtype_huge.pt2", [](Json& e) { e["tensor_meta"]["dtype"] = int64_t(1) << 32 | 7; }),
+                 cfg + ".tensor_meta.dtype: unknown dtype code 4294967303");
+  expectRejected(editConfig("requires_grad_string.pt2", [](Json& e) { e["tensor_meta"]["requires_grad"] = "yes"; }),
+                 cfg + ".tensor_meta.requires_grad: expected a bool");
+
+  expectRejected(editModel("mlp", "torch_version_number.pt2", [](Json& j) { j["torch_version"] = 2.11; }),
+                 "models/model.json: torch_version: expected a string");
+  expectRejected(editModel("mlp", "single_return_number.pt2",
+                           [](Json& j) { j["graph_module"]["graph"]["is_single_tensor_return"] = 0; }),
+                 "graph_module.graph.is_single_tensor_return: expected a bool");
+  expectRejected(editModel("mlp", "value_strides.pt2",
+                           [](Json& j) {
+                             auto& tv = j["graph_module"]["graph"]["tensor_values"];
+                             tv.begin().value()["strides"].push_back(Json{{"as_int", 1}});
+                           }),
+                 "graph_module.graph.tensor_values.");
+  expectRejected(editModel("mlp", "call_signature.pt2",
+                           [](Json& j) { j["graph_module"]["module_call_graph"][0]["signature"] = Json{{"in_spec", 3}}; }),
+                 "graph_module.module_call_graph[0].signature.in_spec: expected a string");
+}
+
 TEST_CASE("the node that uses an undefined value is named", "[cli]") {
   std::string path = editModel("mlp", "undefined_named.pt2", [](Json& j) {
     auto& n = j["graph_module"]["graph"]["nodes"][2];

@@ -133,8 +133,8 @@ Manifest fullManifest() {
 
   pipecut::Stage s0;
   s0.index = 0;
-  s0.files.push_back({"stage0/model.pt", "torchscript", std::string(64, 'a'), 12345});
-  s0.files.push_back({"stage0/model.pt2", "pt2", std::string(64, 'b'), 9007199254740993ull});  // > 2^53
+  s0.files.push_back({"stage_000.pt", "torchscript", std::string(64, 'a'), 12345});
+  s0.files.push_back({"stage_000.pt2", "pt2", std::string(64, 'b'), 9007199254740993ull});  // > 2^53
   s0.inputs.push_back({"x", tensor("float32", {{0, "s77"}, {16, ""}}), fromUser(0)});
   s0.outputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), {toStage(1, 0), toStage(1, 1)}});
   s0.parameters.push_back({"fc1.weight", "parameter", 2048});
@@ -147,7 +147,7 @@ Manifest fullManifest() {
 
   pipecut::Stage s1;
   s1.index = 1;
-  s1.files.push_back({"stage1/model.pt", "torchscript", std::string(64, 'c'), 777});
+  s1.files.push_back({"stage_001.pt", "torchscript", std::string(64, 'c'), 777});
   s1.inputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), fromStage(0, 0)});
   s1.inputs.push_back({"relu_again", tensor("float16", {{0, "s77"}, {32, ""}}), fromStage(0, 0)});
   s1.outputs.push_back({"out", tensor("float32", {{0, "s77"}, {4, ""}}), {toUser(0)}});
@@ -235,11 +235,12 @@ TEST_CASE("a full manifest round-trips through JSON and binary", "[manifest]") {
   CHECK(fromBinary == m);
   CHECK(pipecut::manifestToBinary(fromBinary) == binary);
 
-  // A default manifest (no stages, a zero-sized dimension) round-trips as well.
-  Manifest empty;
-  empty.inputs.push_back({"z", tensor("int64", {{0, ""}}), std::nullopt});
-  CHECK(pipecut::manifestFromJson(pipecut::manifestToJson(empty), "e.json") == empty);
-  CHECK(pipecut::manifestFromBinary(pipecut::manifestToBinary(empty), "e.pb") == empty);
+  // A minimal manifest (one empty stage, a zero-sized dimension) round-trips as well.
+  Manifest small;
+  small.inputs.push_back({"z", tensor("int64", {{0, ""}}), std::nullopt});
+  small.stages.emplace_back();
+  CHECK(pipecut::manifestFromJson(pipecut::manifestToJson(small), "e.json") == small);
+  CHECK(pipecut::manifestFromBinary(pipecut::manifestToBinary(small), "e.pb") == small);
 }
 
 TEST_CASE("manifest serialization is deterministic", "[manifest]") {
@@ -338,6 +339,71 @@ TEST_CASE("malformed manifests are rejected naming the file and field", "[manife
     });
     CHECK(e.where() == "inputs[0].tensor.shape[1]");
   }
+}
+
+TEST_CASE("manifests whose parts disagree are rejected: what the runner would otherwise trust", "[manifest]") {
+  auto whereOf = [](const Manifest& m) {
+    return expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"); }).where();
+  };
+  auto messageOf = [](const Manifest& m) {
+    return expectInvalid([&] { pipecut::manifestFromJson(pipecut::manifestToJson(m), "m.json"); }).message();
+  };
+  Manifest m = fullManifest();
+  m.stages.clear();
+  m.outputs.clear();
+  m.tiedGroups.clear();
+  CHECK(whereOf(m) == "stages");
+
+  m = fullManifest();
+  m.stages[1].index = 7;
+  CHECK(whereOf(m) == "stages[1].index");
+
+  // A value flowing backward would leave the pipeline waiting forever.
+  m = fullManifest();
+  m.stages[0].inputs.push_back({"late", m.stages[1].outputs[0].tensor, fromStage(1, 0)});
+  m.stages[1].outputs[0].consumers.push_back(toStage(0, 1));
+  CHECK(whereOf(m) == "stages[0].inputs[1].source.stage_output.stage");
+  CHECK_THAT(messageOf(m), Catch::Contains("stage 1 does not run before stage 0"));
+
+  m = fullManifest();
+  m.stages[0].outputs[0].consumers.pop_back();  // stage 1 input 1 still names it
+  CHECK(whereOf(m) == "stages[1].inputs[1].source");
+  m = fullManifest();
+  m.stages[1].inputs[1].source = fromUser(0);  // stage 0 output 0 still lists it as a consumer
+  CHECK(whereOf(m) == "stages[0].outputs[0].consumers[1]");
+  m = fullManifest();
+  m.outputs[0].source.reset();
+  CHECK(whereOf(m) == "outputs[0].source");
+  m = fullManifest();
+  m.stages[1].outputs[0].consumers.clear();
+  CHECK(whereOf(m) == "outputs[0].source");
+
+  m = fullManifest();
+  m.stages[1].inputs[0].tensor.shape[1].size = 33;
+  CHECK(whereOf(m) == "stages[1].inputs[0].tensor");
+  m = fullManifest();
+  m.inputs[0].tensor.dtype = "float33";
+  CHECK(whereOf(m) == "inputs[0].tensor.dtype");
+  m = fullManifest();
+  m.inputs[0].tensor.shape[1].size = -16;
+  m.stages[0].inputs[0].tensor.shape[1].size = -16;
+  CHECK(whereOf(m) == "inputs[0].tensor.shape[1].size");
+
+  for (const char* bad : {"../stage_000.pt", "/etc/passwd", "", "manifest.pb", "sub/stage.pt"}) {
+    INFO(bad);
+    m = fullManifest();
+    m.stages[0].files[0].path = bad;
+    CHECK(whereOf(m) == "stages[0].files[0].path");
+  }
+  m = fullManifest();
+  m.stages[1].files[0].path = m.stages[0].files[0].path;
+  CHECK(whereOf(m) == "stages[1].files[0].path");
+  m = fullManifest();
+  m.stages[0].files[0].format = "onnx";
+  CHECK(whereOf(m) == "stages[0].files[0].format");
+  m = fullManifest();
+  m.stages[0].files[0].sha256 = std::string(64, 'A');
+  CHECK(whereOf(m) == "stages[0].files[0].sha256");
 }
 
 TEST_CASE("strings that are not UTF-8 are refused when writing, naming the field", "[manifest]") {

@@ -36,6 +36,9 @@ class Emitter {
         root_(c10::QualifiedName("__torch__.pipecut." + className), cu_, false),
         graph_(std::make_shared<jit::Graph>()) {}
 
+  // What is being emitted: a node or a lifted tensor ("" before either).
+  const std::string& where() const { return where_; }
+
   jit::Module build() {
     const ir::Program& p = pkg_.program;
     addTrainingAttr(root_);
@@ -133,6 +136,7 @@ class Emitter {
   }
 
   void registerTensor(const ir::InputSpec& s) {
+    where_ = "tensor '" + s.target + "'";
     const pt2::StoredTensor* t = pkg_.find(s.target);
     if (!t) fail(s.target, "no payload for this tensor");
     if (registered_.count(s.target)) return;
@@ -464,12 +468,24 @@ class Emitter {
 }  // namespace
 
 void writeTorchScript(const pt2::Package& stage, const std::string& className, const std::string& path) {
+  Emitter emitter(stage, className);
+  jit::Module m;
   try {
-    jit::Module m = Emitter(stage, className).build();
+    m = emitter.build();
+  } catch (const c10::Error& e) {
+    // Every overload and argument was checked against its schema before
+    // insertion, so what torch still rejects is the program's own content
+    // (a malformed literal, a tensor whose metadata torch refuses): bad input,
+    // named by the node or tensor being emitted.
+    std::string msg = e.what_without_backtrace();
+    throw Error(ErrorKind::InvalidInput, "", emitter.where().empty() ? className : emitter.where(),
+                "TorchScript rejects it: " + msg.substr(0, msg.find('\n')));
+  }
+  try {
     m.save(path);
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
-    internalError("TorchScript emission of " + className, msg.substr(0, msg.find('\n')));
+    internalError("saving " + className, msg.substr(0, msg.find('\n')));
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "support/error.h"
+
 namespace pipecut::ir {
 
 std::string parentPath(const std::string& path) {
@@ -22,12 +24,25 @@ ModuleInfo& ModuleTree::ensure(const std::string& path) {
   return m;
 }
 
+namespace {
+// Real models nest a few dozen modules deep. The tree keeps every prefix of a
+// path and walks it recursively, so a (malformed) path of thousands of
+// segments would cost quadratic memory and deep recursion: refused.
+constexpr size_t kMaxModuleDepth = 256;
+
+void checkDepth(const std::string& path, const std::string& where) {
+  if (static_cast<size_t>(std::count(path.begin(), path.end(), '.')) >= kMaxModuleDepth)
+    invalidInput(where, "module path nested deeper than " + std::to_string(kMaxModuleDepth) + " levels");
+}
+}  // namespace
+
 ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors) {
   ModuleTree t;
   t.ensure("");
   std::function<void(const Graph&)> walk = [&](const Graph& g) {
     for (const auto& n : g.nodes) {
       for (const auto& f : n->moduleStack) {
+        checkDepth(f.path, "node '" + n->label() + "': nn_module_stack");
         ModuleInfo& m = t.ensure(f.path);
         if (m.type.empty()) m.type = f.type;
       }
@@ -36,7 +51,10 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
     }
   };
   walk(p.graph);
-  for (const auto& [fqn, bytes] : tensors) t.ensure(parentPath(fqn)).ownParamBytes += bytes;
+  for (const auto& [fqn, bytes] : tensors) {
+    checkDepth(fqn, "tensor '" + fqn.substr(0, 200) + "'");
+    t.ensure(parentPath(fqn)).ownParamBytes += bytes;
+  }
 
   std::function<void(ModuleInfo&)> total = [&](ModuleInfo& m) {
     m.totalNodes = m.ownNodes;

@@ -8,10 +8,12 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <vector>
 #include <sys/stat.h>
 
 #include "manifest.pb.h"
+#include "ir/ir.h"
 #include "manifest/manifest.h"
 #include "support/error.h"
 
@@ -338,7 +340,36 @@ void checkConsumer(const Manifest& m, const Consumer& c, const std::string& path
              "the inputs of stage " + std::to_string(c.stage));
 }
 
-void checkReferences(const Manifest& m) {
+bool sameTensor(const TensorSpec& a, const TensorSpec& b) {
+  if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    if (a.shape[d].symbol != b.shape[d].symbol || (a.shape[d].symbol.empty() && a.shape[d].size != b.shape[d].size))
+      return false;
+  return true;
+}
+
+void checkTensor(const TensorSpec& t, const std::string& path) {
+  if (!t.dtype.empty() && !ir::dtypeFromTorchName(t.dtype))
+    invalidInput(path + ".dtype", "unknown dtype '" + t.dtype + "'");
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d].symbol.empty() && t.shape[d].size < 0)
+      invalidInput(indexed(path, "shape", d) + ".size", "negative size " + std::to_string(t.shape[d].size));
+}
+
+void checkFile(const StageFile& f, const std::string& path) {
+  // Stage files live beside the manifest: a bare file name, nothing that
+  // climbs out of the directory or shadows the manifest itself.
+  if (f.path.empty() || f.path == "." || f.path == ".." || f.path.find('/') != std::string::npos ||
+      f.path.find('\0') != std::string::npos || f.path == "manifest.json" || f.path == "manifest.pb")
+    invalidInput(path + ".path", "'" + f.path + "' is not a stage file name");
+  if (f.format != "torchscript" && f.format != "pt2")
+    invalidInput(path + ".format", "unknown format '" + f.format + "' (torchscript, pt2)");
+  bool hex = f.sha256.size() == 64;
+  for (char c : f.sha256) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!hex) invalidInput(path + ".sha256", "expected 64 lowercase hex digits");
+}
+
+void checkRanges(const Manifest& m) {
   for (size_t i = 0; i < m.inputs.size(); ++i)
     if (m.inputs[i].source) checkSource(m, *m.inputs[i].source, indexed("", "inputs", i) + ".source");
   for (size_t i = 0; i < m.outputs.size(); ++i)
@@ -356,6 +387,79 @@ void checkReferences(const Manifest& m) {
     for (size_t k = 0; k < m.tiedGroups[g].stages.size(); ++k)
       checkRange(m.tiedGroups[g].stages[k], m.stages.size(), indexed(indexed("", "tied_groups", g), "stages", k),
                  "the manifest's stages");
+}
+
+// Everything the runner relies on without checking again: indices in range,
+// values flowing only forward (a cycle would deadlock the pipeline), every
+// edge recorded at both ends, the same tensor spec at both ends.
+void checkReferences(const Manifest& m) {
+  checkRanges(m);  // first: the checks below index with these
+  if (m.stages.empty()) invalidInput("stages", "no stages");
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    checkTensor(m.inputs[i].tensor, indexed("", "inputs", i) + ".tensor");
+    if (m.inputs[i].source) invalidInput(indexed("", "inputs", i) + ".source", "a user input has no source");
+  }
+  for (size_t j = 0; j < m.outputs.size(); ++j) {
+    std::string at = indexed("", "outputs", j);
+    checkTensor(m.outputs[j].tensor, at + ".tensor");
+    if (!m.outputs[j].source) invalidInput(at + ".source", "missing: every user output comes from somewhere");
+    const ValueSource& src = *m.outputs[j].source;
+    if (src.kind == ValueSource::Kind::StageOutput) {
+      const StageOutput& o = m.stages[src.stage].outputs[src.output];
+      size_t n = 0;
+      for (const Consumer& c : o.consumers) n += c.kind == Consumer::Kind::UserOutput && c.userOutput == j;
+      if (n != 1)
+        invalidInput(at + ".source", "stage " + std::to_string(src.stage) + " output " + std::to_string(src.output) +
+                                         " does not list user output " + std::to_string(j) + " as a consumer");
+    }
+  }
+  std::set<std::string> files;
+  for (size_t s = 0; s < m.stages.size(); ++s) {
+    const Stage& stage = m.stages[s];
+    std::string at = indexed("", "stages", s);
+    if (stage.index != s) invalidInput(at + ".index", std::to_string(stage.index) + ", expected " + std::to_string(s));
+    for (size_t k = 0; k < stage.files.size(); ++k) {
+      checkFile(stage.files[k], indexed(at, "files", k));
+      if (!files.insert(stage.files[k].path).second)
+        invalidInput(indexed(at, "files", k) + ".path", "'" + stage.files[k].path + "' is listed twice");
+    }
+    for (size_t i = 0; i < stage.inputs.size(); ++i) {
+      const StageInput& in = stage.inputs[i];
+      std::string ai = indexed(at, "inputs", i);
+      checkTensor(in.tensor, ai + ".tensor");
+      const TensorSpec* from = nullptr;
+      if (in.source.kind == ValueSource::Kind::UserInput) {
+        from = &m.inputs[in.source.userInput].tensor;
+      } else {
+        if (in.source.stage >= s)
+          invalidInput(ai + ".source.stage_output.stage",
+                       "stage " + std::to_string(in.source.stage) + " does not run before stage " + std::to_string(s));
+        const StageOutput& o = m.stages[in.source.stage].outputs[in.source.output];
+        size_t n = 0;
+        for (const Consumer& c : o.consumers) n += c.kind == Consumer::Kind::StageInput && c.stage == s && c.input == i;
+        if (n != 1)
+          invalidInput(ai + ".source", "stage " + std::to_string(in.source.stage) + " output " +
+                                           std::to_string(in.source.output) + " does not list this input as a consumer");
+        from = &o.tensor;
+      }
+      if (!sameTensor(*from, in.tensor)) invalidInput(ai + ".tensor", "differs from its source's tensor spec");
+    }
+    for (size_t o = 0; o < stage.outputs.size(); ++o) {
+      std::string ao = indexed(at, "outputs", o);
+      checkTensor(stage.outputs[o].tensor, ao + ".tensor");
+      for (size_t c = 0; c < stage.outputs[o].consumers.size(); ++c) {
+        const Consumer& con = stage.outputs[o].consumers[c];
+        std::string ac = indexed(ao, "consumers", c);
+        // The reverse direction: the consumer names this output as its source.
+        const ValueSource* back = con.kind == Consumer::Kind::StageInput
+                                      ? &m.stages[con.stage].inputs[con.input].source
+                                      : (m.outputs[con.userOutput].source ? &*m.outputs[con.userOutput].source : nullptr);
+        if (!back || back->kind != ValueSource::Kind::StageOutput || back->stage != s || back->output != o)
+          invalidInput(ac, "its target does not name stage " + std::to_string(s) + " output " + std::to_string(o) +
+                               " as its source");
+      }
+    }
+  }
 }
 
 Manifest fromProtoChecked(const pb::Manifest& p, const std::string& file) {

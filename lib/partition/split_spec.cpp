@@ -20,6 +20,8 @@ SplitSpec parseSplitSpec(const std::string& text, const std::string& file) {
     j = Json::parse(text);
   } catch (const Json::parse_error& e) {
     fail("", "JSON syntax error at byte " + std::to_string(e.byte));
+  } catch (const Json::out_of_range& e) {  // a number beyond double's range, e.g. 1e309
+    fail("", std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) fail("", "a split spec must be a JSON object");
   static const char* kKinds[] = {"split_points", "stages", "split_after_nodes"};

@@ -7,8 +7,10 @@
 #include <fstream>
 #include <set>
 
+#include "pt2/payload_config.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
+#include "support/staging.h"
 
 namespace pipecut::pt2 {
 
@@ -58,68 +60,35 @@ Json parseJsonRecord(const ArchiveReader& a, const std::string& record) {
     throw Error(ErrorKind::InvalidInput, a.path(), record,
                 "JSON syntax error at byte " + std::to_string(e.byte) + ": " +
                     std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+  } catch (const Json::out_of_range& e) {  // a number beyond double's range, e.g. 1e309
+    throw Error(ErrorKind::InvalidInput, a.path(), record,
+                "invalid JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2));
   }
-}
-
-// Bytes a strided view needs from the start of its storage.
-std::optional<uint64_t> requiredStorageBytes(const ir::TensorMeta& m) {
-  const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
-  if (!d || m.storageOffset.isExpr) return std::nullopt;
-  int64_t extent = 1;
-  for (size_t i = 0; i < m.sizes.size(); ++i) {
-    if (m.sizes[i].isExpr) return std::nullopt;
-    if (m.sizes[i].value == 0) return 0;
-    if (i >= m.strides.size() || m.strides[i].isExpr) return std::nullopt;
-    extent += (m.sizes[i].value - 1) * m.strides[i].value;
-  }
-  return static_cast<uint64_t>(m.storageOffset.value + extent) * d->itemSize;
 }
 
 std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<const ArchiveReader>& a,
                                                       const std::string& dir, const std::string& configName) {
-  std::map<std::string, StoredTensor> out;
   std::string configRecord = dir + configName;
   Json cfg = parseJsonRecord(*a, configRecord);
-  auto fail = [&](const std::string& where, const std::string& msg) {
-    throw Error(ErrorKind::InvalidInput, a->path(), configRecord + ": " + where, msg);
-  };
-  if (!cfg.is_object() || !cfg.contains("config") || !cfg["config"].is_object())
-    fail("config", "expected {\"config\": {...}}");
-  for (auto it = cfg["config"].begin(); it != cfg["config"].end(); ++it) {
-    const std::string& fqn = it.key();
-    const Json& e = it.value();
-    std::string w = "config." + fqn;
-    if (!e.is_object() || !e.contains("path_name") || !e["path_name"].is_string()) fail(w, "missing field 'path_name'");
+  std::vector<PayloadEntry> entries;
+  try {
+    entries = parsePayloadConfig(cfg, dir, configRecord, [&](const std::string& record) -> std::optional<uint64_t> {
+      if (!a->has(record)) return std::nullopt;
+      return a->size(record);
+    });
+  } catch (const Error& e) {
+    e.rethrowWithFile(a->path());
+  }
+  std::map<std::string, StoredTensor> out;
+  for (PayloadEntry& e : entries) {
     StoredTensor t;
-    t.fqn = fqn;
-    t.entry = e;
-    t.isParam = e.value("is_param", false);
-    t.usePickle = e.value("use_pickle", false);
-    std::string record = dir + e["path_name"].get<std::string>();
-    if (!a->has(record)) fail(w + ".path_name", "names missing record '" + record + "'");
-    t.data = Blob{a, record, {}};
-    if (e.contains("tensor_meta") && !e["tensor_meta"].is_null()) {
-      try {
-        t.meta = parseTensorMeta(e["tensor_meta"], w + ".tensor_meta");
-      } catch (const Error& err) {
-        fail(err.where(), err.message());
-      }
-      size_t have = a->size(record);
-      if (!t.usePickle && have != 0) {
-        auto need = requiredStorageBytes(*t.meta);
-        int item = ir::dtypeInfo(t.meta->dtype)->itemSize;
-        if (have % item != 0)
-          throw Error(ErrorKind::InvalidInput, a->path(), record + " ('" + fqn + "')",
-                      "record size " + std::to_string(have) + " is not a multiple of the " +
-                          ir::dtypeInfo(t.meta->dtype)->torchName + " element size " + std::to_string(item));
-        if (need && have < *need)
-          throw Error(ErrorKind::InvalidInput, a->path(), record + " ('" + fqn + "')",
-                      "record holds " + std::to_string(have) + " bytes but its metadata (" +
-                          ir::dtypeInfo(t.meta->dtype)->torchName + " " + t.meta->shapeStr() + ") needs " +
-                          std::to_string(*need));
-      }
-    }
-    out.emplace(fqn, std::move(t));
+    t.fqn = e.fqn;
+    t.entry = std::move(e.entry);
+    t.meta = std::move(e.meta);
+    t.isParam = e.isParam;
+    t.usePickle = e.usePickle;
+    t.data = Blob{a, e.record, {}};
+    out.emplace(e.fqn, std::move(t));
   }
   return out;
 }
@@ -282,25 +251,20 @@ void writePackage(const Package& pkg, const std::function<size_t(const void*, si
 
 void writeFileAtomically(const std::string& path,
                          const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(ErrorKind::InvalidInput, path, "", std::string("cannot create output: ") + std::strerror(errno));
   try {
-    produce([&](const void* data, size_t n) -> size_t {
-      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    support::writeStaged(path, support::StagedKind::File, [&](const std::filesystem::path& tmp) {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) invalidInput("", std::string("cannot create output: ") + std::strerror(errno));
+      produce([&](const void* data, size_t n) -> size_t {
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+        if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
+        return n;
+      });
+      out.close();
       if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
-      return n;
     });
-    out.close();
-    if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      internalError("", std::string("cannot rename into place: ") + std::strerror(errno));
   } catch (const Error& e) {
-    std::remove(tmp.c_str());
     throw Error(e.kind(), e.file().empty() ? path : e.file(), e.where(), e.message());
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
   }
 }
 

@@ -11,6 +11,11 @@ constexpr int kSchemaMajor = 8;
 ir::Program parseProgram(const ir::Json& j);
 ir::Json serializeProgram(const ir::Program& p);
 
+// Refuses JSON nested more than kMaxJsonDepth levels (InvalidInput at `where`):
+// verbatim fields are copied by nlohmann::json, which recurses.
+constexpr size_t kMaxJsonDepth = 1000;
+void checkJsonDepth(const ir::Json& root, const std::string& where);
+
 ir::TensorMeta parseTensorMeta(const ir::Json& j, const std::string& where);
 ir::Json serializeTensorMeta(const ir::TensorMeta& m);
 

@@ -14,6 +14,7 @@ using ir::ValueKind;
 
 namespace {
 
+
 const Json& field(const Json& obj, const char* key, const std::string& where) {
   if (!obj.is_object()) invalidInput(where, "expected a JSON object");
   auto it = obj.find(key);
@@ -34,6 +35,20 @@ const std::string& str(const Json& j, const std::string& where) {
 int64_t integer(const Json& j, const std::string& where) {
   if (!j.is_number_integer()) invalidInput(where, "expected an integer");
   return j.get<int64_t>();
+}
+
+// Optional fields: absent or null means the default; any other type is an error.
+bool optBool(const Json& obj, const char* key, bool dflt, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return dflt;
+  if (!it->is_boolean()) invalidInput(where.empty() ? key : where + "." + key, "expected a bool");
+  return it->get<bool>();
+}
+
+std::string optString(const Json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return {};
+  return str(*it, where.empty() ? key : where + "." + key);
 }
 
 bool isFloat(const Json& j) {
@@ -86,7 +101,7 @@ class GraphReader {
     expectArray(inputs, where_ + ".inputs");
     expectArray(outputs, where_ + ".outputs");
     expectArray(nodes, where_ + ".nodes");
-    g.isSingleTensorReturn = j.value("is_single_tensor_return", false);
+    g.isSingleTensorReturn = optBool(j, "is_single_tensor_return", false, where_);
 
     for (size_t i = 0; i < inputs.size(); ++i)
       g.inputs.push_back(arg(inputs[i], Mode::Define, nullptr, where_ + ".inputs[" + std::to_string(i) + "]"));
@@ -348,7 +363,7 @@ Argument resolveName(const Graph& g, const Json& j, ValueKind kind, const std::s
   Argument a = Argument::tensor(v);
   if (kind == ValueKind::CustomObj) {
     a.tag = ArgTag::CustomObj;
-    a.name = j.value("class_fqn", "");
+    a.name = optString(j, "class_fqn", w);
   }
   return a;
 }
@@ -367,8 +382,11 @@ Argument signatureArgument(const Graph& g, const Json& j, const std::string& w) 
     case ArgTag::CustomObj: return resolveName(g, p, ValueKind::CustomObj, w + "." + key);
     case ArgTag::SymInt: case ArgTag::SymBool: case ArgTag::SymFloat:
       if (p.is_object() && p.contains("as_name")) {
-        Value* v = g.find(p["as_name"].get<std::string>());
-        if (!v) invalidInput(w, "signature names undefined value '" + p["as_name"].get<std::string>() + "'");
+        const std::string& name = str(p["as_name"], w + "." + key + ".as_name");
+        Value* v = g.find(name);
+        if (!v) invalidInput(w, "signature names undefined value '" + name + "'");
+        ValueKind want = *tag == ArgTag::SymInt ? ValueKind::SymInt : *tag == ArgTag::SymBool ? ValueKind::SymBool : ValueKind::SymFloat;
+        if (v->kind != want) invalidInput(w, "signature value '" + name + "' is a " + ir::valueKindName(v->kind));
         a.refs.push_back(ir::Ref{v, nullptr});
       } else {
         a.refs.push_back(ir::Ref{nullptr, p});
@@ -383,38 +401,71 @@ Argument signatureArgument(const Graph& g, const Json& j, const std::string& w) 
 
 }  // namespace
 
+// Verbatim fields (metadata, hints, constants, config entries) are copied and
+// written back by nlohmann::json, which recurses: refuse nesting deep enough to
+// overflow the stack. Real files nest under 20 levels (about 7 more per nested
+// higher-order graph). Checked without recursion.
+void checkJsonDepth(const Json& root, const std::string& where) {
+  std::vector<std::pair<const Json*, size_t>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    auto [j, depth] = todo.back();
+    todo.pop_back();
+    if (!j->is_structured()) continue;
+    if (depth >= kMaxJsonDepth) invalidInput(where, "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+    for (const Json& child : *j) todo.emplace_back(&child, depth + 1);
+  }
+}
+
 ir::TensorMeta parseTensorMeta(const Json& j, const std::string& w) {
   ir::TensorMeta m;
-  m.dtype = static_cast<int>(integer(field(j, "dtype", w), w + ".dtype"));
-  if (!ir::dtypeInfo(m.dtype)) invalidInput(w + ".dtype", "unknown dtype code " + std::to_string(m.dtype));
+  int64_t dtype = integer(field(j, "dtype", w), w + ".dtype");
+  m.dtype = dtype < 0 || dtype > 255 ? -1 : static_cast<int>(dtype);
+  if (!ir::dtypeInfo(m.dtype)) invalidInput(w + ".dtype", "unknown dtype code " + std::to_string(dtype));
   const Json& sizes = field(j, "sizes", w);
   expectArray(sizes, w + ".sizes");
   for (size_t i = 0; i < sizes.size(); ++i) m.sizes.push_back(parseSymInt(sizes[i], w + ".sizes[" + std::to_string(i) + "]"));
-  if (has(j, "strides")) {
-    const Json& strides = j["strides"];
+  {
+    // Required, as in torch's schema: a 0-d tensor has [] and nothing else does.
+    const Json& strides = field(j, "strides", w);
     expectArray(strides, w + ".strides");
     for (size_t i = 0; i < strides.size(); ++i) m.strides.push_back(parseSymInt(strides[i], w + ".strides[" + std::to_string(i) + "]"));
   }
   if (has(j, "storage_offset")) m.storageOffset = parseSymInt(j["storage_offset"], w + ".storage_offset");
-  m.requiresGrad = j.value("requires_grad", false);
+  m.requiresGrad = optBool(j, "requires_grad", false, w);
   if (has(j, "device")) {
     m.device.type = str(field(j["device"], "type", w + ".device"), w + ".device.type");
     if (has(j["device"], "index")) m.device.index = integer(j["device"]["index"], w + ".device.index");
   }
   if (has(j, "layout")) m.layout = static_cast<int>(integer(j["layout"], w + ".layout"));
+  // Everything downstream (byte counts, from_blob/as_strided in the emitter,
+  // the runner's shapes) trusts these, so they are checked here, once.
+  for (size_t i = 0; i < m.sizes.size(); ++i)
+    if (!m.sizes[i].isExpr && m.sizes[i].value < 0)
+      invalidInput(w + ".sizes[" + std::to_string(i) + "]", "negative size " + std::to_string(m.sizes[i].value));
+  {
+    if (m.strides.size() != m.sizes.size())
+      invalidInput(w + ".strides", std::to_string(m.strides.size()) + " strides for " + std::to_string(m.sizes.size()) +
+                                       " sizes");
+    for (size_t i = 0; i < m.strides.size(); ++i)
+      if (!m.strides[i].isExpr && m.strides[i].value < 0)
+        invalidInput(w + ".strides[" + std::to_string(i) + "]", "negative stride " + std::to_string(m.strides[i].value));
+  }
+  if (!m.storageOffset.isExpr && m.storageOffset.value < 0)
+    invalidInput(w + ".storage_offset", "negative storage offset " + std::to_string(m.storageOffset.value));
   return m;
 }
 
 ir::Program parseProgram(const Json& j) {
   ir::Program p;
   if (!j.is_object()) invalidInput("", "the program must be a JSON object");
+  checkJsonDepth(j, "");
   const Json& version = field(j, "schema_version", "schema_version");
   p.schemaMajor = static_cast<int>(integer(field(version, "major", "schema_version"), "schema_version.major"));
   p.schemaMinor = static_cast<int>(integer(field(version, "minor", "schema_version"), "schema_version.minor"));
   if (p.schemaMajor != kSchemaMajor)
     invalidInput("schema_version.major", "unsupported schema major version " + std::to_string(p.schemaMajor) +
                                               " (pipecut reads major " + std::to_string(kSchemaMajor) + ")");
-  p.torchVersion = j.value("torch_version", "");
+  p.torchVersion = optString(j, "torch_version", "");
   if (has(j, "opset_version")) p.opsetVersion = j["opset_version"];
   if (has(j, "range_constraints")) p.rangeConstraints = j["range_constraints"];
   if (has(j, "verifiers")) p.verifiers = j["verifiers"];
@@ -466,7 +517,7 @@ ir::Program parseProgram(const Json& j) {
       spec.kind = l->kind;
       spec.arg = resolveName(p.graph, field(b, "arg", wk), l->valueKind, wk + ".arg");
       if (l->targetField) spec.target = str(field(b, l->targetField, wk), wk + "." + l->targetField);
-      if (l->kind == ir::InputKind::Buffer) spec.persistent = b.value("persistent", true);
+      if (l->kind == ir::InputKind::Buffer) spec.persistent = optBool(b, "persistent", true, wk);
     }
     p.inputSpecs.push_back(std::move(spec));
   }
@@ -514,7 +565,14 @@ ir::Program parseProgram(const Json& j) {
       std::string w = "graph_module.module_call_graph[" + std::to_string(i) + "]";
       ir::ModuleCallEntry e;
       e.fqn = str(field(mcg[i], "fqn", w), w + ".fqn");
-      e.signature = mcg[i].value("signature", Json());
+      if (has(mcg[i], "signature")) {
+        // Carving copies the root call's pytree specs into the manifest.
+        const Json& sig = mcg[i]["signature"];
+        if (!sig.is_object()) invalidInput(w + ".signature", "expected a JSON object");
+        for (const char* spec : {"in_spec", "out_spec"})
+          if (has(sig, spec)) str(sig[spec], w + ".signature." + spec);
+        e.signature = sig;
+      }
       p.moduleCallGraph.push_back(std::move(e));
     }
   }

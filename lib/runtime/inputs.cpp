@@ -57,6 +57,10 @@ std::vector<at::Tensor> loadInputs(const std::string& path, const Manifest& m) {
     } catch (const c10::Error& e) {
       std::string msg = e.what_without_backtrace();
       throw Error(ErrorKind::InvalidInput, path, "", "not a torch.save file: " + msg.substr(0, msg.find('\n')));
+    } catch (const std::exception& e) {
+      // The unpickler also throws plain std:: errors on some malformed streams.
+      std::string msg = e.what();
+      throw Error(ErrorKind::InvalidInput, path, "", "not a torch.save file: " + msg.substr(0, msg.find('\n')));
     }
     if (v.isGenericDict()) {
       // Keyed by input name: put them in manifest order.
@@ -64,6 +68,9 @@ std::vector<at::Tensor> loadInputs(const std::string& path, const Manifest& m) {
       for (const auto& u : m.inputs) {
         auto it = dict.find(c10::IValue(u.name));
         if (it == dict.end()) throw Error(ErrorKind::InvalidInput, path, "input '" + u.name + "'", "missing from the dict");
+        if (!it->value().isTensor())
+          throw Error(ErrorKind::InvalidInput, path, "input '" + u.name + "'",
+                      std::string("holds a ") + it->value().tagKind() + ", expected a tensor");
         inputs.push_back(it->value().toTensor());
       }
     } else {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/error.h"
+#include "support/safetensors.h"
 
 namespace pipecut::runtime {
 
@@ -23,49 +24,47 @@ const Code kCodes[] = {{"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kH
 }  // namespace
 
 ReferenceSet readReference(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::InvalidInput, path, "", std::string("cannot open: ") + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  support::SafetensorsFile f;
+  try {
+    f = support::parseSafetensors(bytes);
+  } catch (const Error& e) {
+    e.rethrowWithFile(path);
+  }
   auto fail = [&](const std::string& where, const std::string& msg) -> void {
     throw Error(ErrorKind::InvalidInput, path, where, msg);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("", std::string("cannot open: ") + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  if (bytes.size() < 8) fail("", "too short for a safetensors file");
-  uint64_t headerLen = 0;
-  for (int i = 7; i >= 0; --i) headerLen = (headerLen << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
-  if (headerLen > bytes.size() - 8) fail("header", "header length past the end of the file");
-  nlohmann::json h = nlohmann::json::parse(bytes.substr(8, headerLen), nullptr, false);
-  if (h.is_discarded() || !h.is_object()) fail("header", "not a JSON object");
-  const char* data = bytes.data() + 8 + headerLen;
-  size_t dataLen = bytes.size() - 8 - headerLen;
-
   ReferenceSet r;
-  std::map<size_t, at::Tensor> ins, outs;
-  for (auto it = h.begin(); it != h.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      for (auto m = it.value().begin(); m != it.value().end(); ++m)
-        if (m.value().is_string()) r.metadata[m.key()] = m.value().get<std::string>();
-      continue;
-    }
-    const auto& e = it.value();
-    std::string dtype = e.value("dtype", "");
+  r.metadata = f.metadata;
+  std::map<uint64_t, at::Tensor> ins, outs;
+  for (const auto& e : f.tensors) {
+    // Keys are input.<i> and output.<j>, i and j plain decimal indices.
+    auto dot = e.key.find('.');
+    std::string kind = e.key.substr(0, dot), index = dot == std::string::npos ? "" : e.key.substr(dot + 1);
+    bool decimal = !index.empty() && index.size() <= 9 && index.find_first_not_of("0123456789") == std::string::npos &&
+                   (index == "0" || index[0] != '0');
+    if ((kind != "input" && kind != "output") || !decimal)
+      fail(e.key, "unexpected key (expected input.<i> or output.<j>)");
     const Code* code = nullptr;
     for (const auto& c : kCodes)
-      if (dtype == c.name) code = &c;
-    if (!code) fail(it.key(), "unsupported dtype '" + dtype + "'");
-    std::vector<int64_t> shape = e.at("shape").get<std::vector<int64_t>>();
-    auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
-    if (off.size() != 2 || off[0] > off[1] || off[1] > dataLen) fail(it.key(), "data_offsets out of range");
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(code->type));
-    if (static_cast<uint64_t>(t.nbytes()) != off[1] - off[0]) fail(it.key(), "size does not match dtype and shape");
-    std::memcpy(t.data_ptr(), data + off[0], off[1] - off[0]);
-    std::string key = it.key();
-    auto dot = key.find('.');
-    std::string kind = key.substr(0, dot);
-    size_t idx = std::stoul(key.substr(dot + 1));
-    (kind == "input" ? ins : outs)[idx] = t;
+      if (e.dtype == c.name) code = &c;
+    if (!code) fail(e.key + ".dtype", "unsupported dtype '" + e.dtype + "'");
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(code->type));
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + f.dataOffset + e.begin, e.end - e.begin);
+    (kind == "input" ? ins : outs)[std::stoull(index)] = t;
   }
-  for (auto& [i, t] : ins) r.inputs.push_back(t);
-  for (auto& [i, t] : outs) r.outputs.push_back(t);
+  auto ordered = [&](const std::map<uint64_t, at::Tensor>& byIndex, const char* kind, std::vector<at::Tensor>& out) {
+    for (const auto& [i, t] : byIndex) {
+      if (i != out.size())
+        fail(std::string(kind) + "." + std::to_string(out.size()),
+             "missing (the file has " + std::string(kind) + "." + std::to_string(i) + ")");
+      out.push_back(t);
+    }
+  };
+  ordered(ins, "input", r.inputs);
+  ordered(outs, "output", r.outputs);
   return r;
 }
 

@@ -175,7 +175,12 @@ int runInspect(const InspectOptions& o) {
   std::map<std::string, size_t> ops;
   std::vector<Region> regions;
   collect(p.graph, 0, ops, regions);
-  ir::ModuleTree tree = ir::ModuleTree::build(p, pkg.liftedTensorBytes());
+  ir::ModuleTree tree;
+  try {
+    tree = ir::ModuleTree::build(p, pkg.liftedTensorBytes());
+  } catch (const Error& e) {
+    e.rethrowWithFile(o.model);
+  }
 
   std::string verified = "ok";
   try {

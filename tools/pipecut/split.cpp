@@ -1,8 +1,6 @@
 // `pipecut split`: normalize, assign stages from the spec, carve stage
 // programs, emit them (TorchScript and/or .pt2) with a manifest, and put the
 // directory in place atomically.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +18,7 @@
 #include "passes/pass_manager.h"
 #include "pt2/package.h"
 #include "support/error.h"
+#include "support/staging.h"
 
 namespace pipecut::cli {
 
@@ -99,19 +98,6 @@ void writeText(const std::string& path, const std::string& text) {
   if (!out) throw Error(ErrorKind::Internal, path, "", "write failed");
 }
 
-// Replaces `dst` with the finished directory `tmp` in one step for readers:
-// the old directory is moved aside first and removed after.
-void replaceDirectory(const fs::path& tmp, const fs::path& dst) {
-  fs::path old;
-  if (fs::exists(dst)) {
-    if (!fs::is_directory(dst)) throw Error(ErrorKind::InvalidInput, dst.string(), "", "exists and is not a directory");
-    old = dst.string() + ".old." + std::to_string(::getpid());
-    fs::rename(dst, old);
-  }
-  fs::rename(tmp, dst);
-  if (!old.empty()) fs::remove_all(old);
-}
-
 }  // namespace
 
 int runSplit(const SplitOptions& o) {
@@ -138,7 +124,12 @@ int runSplit(const SplitOptions& o) {
   } catch (const Error& e) {
     throw Error(e.kind(), o.model, e.where(), e.message());
   }
-  ir::ModuleTree tree = ir::ModuleTree::build(pkg.program, pkg.liftedTensorBytes());
+  ir::ModuleTree tree;
+  try {
+    tree = ir::ModuleTree::build(pkg.program, pkg.liftedTensorBytes());
+  } catch (const Error& e) {
+    e.rethrowWithFile(o.model);
+  }
   partition::Assignment assignment;
   partition::Carving carving;
   try {
@@ -166,11 +157,9 @@ int runSplit(const SplitOptions& o) {
     }
   }
 
-  fs::path dst(o.output);
-  fs::path tmp = dst.string() + ".tmp." + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
+  // Written beside `-o` and swapped into place (support/staging.h): on an
+  // error, or if killed, `-o` keeps its previous contents.
+  support::writeStaged(o.output, support::StagedKind::Directory, [&](const fs::path& tmp) {
     for (auto& stage : carving.stages) {
       std::string name = stageName(stage.info.index);
       Stage& info = m.stages[stage.info.index];
@@ -193,12 +182,7 @@ int runSplit(const SplitOptions& o) {
     }
     writeText((tmp / "manifest.json").string(), manifestToJson(m));
     writeText((tmp / "manifest.pb").string(), manifestToBinary(m));
-    replaceDirectory(tmp, dst);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
   std::cout << "wrote " << m.stages.size() << " stages to " << o.output << "\n";
   return 0;
 }

@@ -1,0 +1,40 @@
+#pragma once
+// The payload configs of a .pt2 (data/weights/<model>_weights_config.json,
+// data/constants/<model>_constants_config.json): which record holds each
+// lifted tensor, with its metadata. Parsed without the archive itself (record
+// sizes come through a callback), so the parser is torch-free and fuzzable.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace pipecut::pt2 {
+
+struct PayloadEntry {
+  std::string fqn;
+  ir::Json entry;                      // the config entry, verbatim
+  std::optional<ir::TensorMeta> meta;  // absent for entries without tensor_meta (custom objects)
+  bool isParam = false;
+  bool usePickle = false;
+  std::string record;                  // full record name: dir + path_name
+};
+
+// Size of a record, or nullopt when the archive has none of that name.
+using RecordSizeFn = std::function<std::optional<uint64_t>(const std::string& record)>;
+
+// Checks every field it reads, and that each tensor's record holds the bytes
+// its sizes, strides, storage offset and dtype span. Throws pipecut::Error
+// (InvalidInput) with an empty file and `where` = "<configRecord>: config.<fqn>.<field>"
+// or the data record; the caller attaches the file.
+std::vector<PayloadEntry> parsePayloadConfig(const ir::Json& cfg, const std::string& dir,
+                                             const std::string& configRecord, const RecordSizeFn& recordSize);
+
+// Bytes a strided view needs from the start of its storage; nullopt when a
+// size, stride or offset is symbolic, strides are missing, or the count
+// overflows 64 bits.
+std::optional<uint64_t> requiredStorageBytes(const ir::TensorMeta& m);
+
+}  // namespace pipecut::pt2

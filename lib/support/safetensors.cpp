@@ -1,0 +1,87 @@
+#include "support/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include "support/error.h"
+
+namespace pipecut::support {
+
+namespace {
+// The format's own bound on the header (safetensors' MAX_HEADER_SIZE): a
+// corrupt length never makes us allocate gigabytes.
+constexpr uint64_t kMaxHeader = 100u << 20;
+}  // namespace
+
+int safetensorsItemSize(std::string_view code) {
+  static const std::pair<std::string_view, int> kSizes[] = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+      {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}};
+  for (const auto& [c, n] : kSizes)
+    if (c == code) return n;
+  return 0;
+}
+
+SafetensorsFile parseSafetensors(std::string_view bytes) {
+  using Json = nlohmann::json;
+  if (bytes.size() < 8) invalidInput("", "too short for a safetensors file (" + std::to_string(bytes.size()) + " bytes)");
+  uint64_t headerLen = 0;
+  for (int i = 7; i >= 0; --i) headerLen = (headerLen << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  if (headerLen > kMaxHeader) invalidInput("header", "header length " + std::to_string(headerLen) + " exceeds 100 MiB");
+  if (headerLen > bytes.size() - 8)
+    invalidInput("header", "header length " + std::to_string(headerLen) + " runs past the end of the file");
+  Json h = Json::parse(bytes.substr(8, headerLen), nullptr, false);
+  if (h.is_discarded() || !h.is_object()) invalidInput("header", "not a JSON object");
+
+  SafetensorsFile f;
+  f.dataOffset = 8 + headerLen;
+  const uint64_t dataLen = bytes.size() - f.dataOffset;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& e = it.value();
+    if (key == "__metadata__") {
+      if (!e.is_object()) invalidInput(key, "expected an object of strings");
+      for (auto m = e.begin(); m != e.end(); ++m) {
+        if (!m.value().is_string()) invalidInput(key + "." + m.key(), "expected a string");
+        f.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!e.is_object()) invalidInput(key, "expected an object with dtype, shape and data_offsets");
+    SafetensorsEntry t;
+    t.key = key;
+    auto dtype = e.find("dtype");
+    if (dtype == e.end() || !dtype->is_string()) invalidInput(key + ".dtype", "expected a string");
+    t.dtype = dtype->get<std::string>();
+    t.itemSize = safetensorsItemSize(t.dtype);
+    if (!t.itemSize) invalidInput(key + ".dtype", "unsupported dtype '" + t.dtype + "'");
+    auto shape = e.find("shape");
+    if (shape == e.end() || !shape->is_array()) invalidInput(key + ".shape", "expected a list of sizes");
+    unsigned __int128 numel = 1;
+    for (size_t d = 0; d < shape->size(); ++d) {
+      const Json& s = (*shape)[d];
+      std::string at = key + ".shape[" + std::to_string(d) + "]";
+      if (!s.is_number_integer() || (s.is_number_unsigned() && s.get<uint64_t>() > INT64_MAX) || s.get<int64_t>() < 0)
+        invalidInput(at, "expected a size >= 0");
+      t.shape.push_back(s.get<int64_t>());
+      numel *= static_cast<uint64_t>(t.shape.back());
+      if (numel > dataLen) numel = static_cast<unsigned __int128>(dataLen) + 1;  // too big either way; no overflow
+    }
+    auto off = e.find("data_offsets");
+    if (off == e.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+        !(*off)[1].is_number_unsigned())
+      invalidInput(key + ".data_offsets", "expected [begin, end]");
+    t.begin = (*off)[0].get<uint64_t>();
+    t.end = (*off)[1].get<uint64_t>();
+    if (t.begin > t.end || t.end > dataLen)
+      invalidInput(key + ".data_offsets", "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                                              "] is outside the data section of " + std::to_string(dataLen) + " bytes");
+    if (numel * static_cast<unsigned>(t.itemSize) != t.end - t.begin)
+      invalidInput(key + ".data_offsets", "spans " + std::to_string(t.end - t.begin) + " bytes; dtype and shape need " +
+                                              (numel > dataLen ? std::string("more than the file holds")
+                                                               : std::to_string(static_cast<uint64_t>(numel) * t.itemSize)));
+    f.tensors.push_back(std::move(t));
+  }
+  return f;
+}
+
+}  // namespace pipecut::support

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Seed inputs for the fuzz targets (test/fuzz/targets.h), taken from the fixtures.
+
+    fuzz_seeds.py OUTDIR [--pipecut BUILT_PIPECUT] [--root REPO]
+
+Writes OUTDIR/<target>/<name> for each target, in the targets' input formats:
+  program_json    models/*.json of every testdata/models/*.pt2
+  payload_config  every *_config.json of those archives, prefixed by 8 bytes
+                  (little endian): the largest of its records' sizes, rounded up
+                  to 8, so every entry's record is big enough
+  split_spec      testdata/specs/*.json
+  safetensors     testdata/models/*.ref.safetensors (the small ones)
+  manifest        with --pipecut: manifest.json ('j' + text) and manifest.pb
+                  ('b' + bytes) of `pipecut split` over a few fixtures and their specs
+Python standard library only.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+MANIFEST_FIXTURES = ["mlp.2", "skip.4", "nograd_seed.2", "multi_io.2", "gpt2_tied.2", "dynamic_batch.2"]
+MAX_SAFETENSORS = 1 << 20
+
+
+def write(out: Path, target: str, name: str, data: bytes) -> None:
+    d = out / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--pipecut", help="the built pipecut, for manifest seeds")
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
+    a = ap.parse_args()
+    root, out = Path(a.root), Path(a.out)
+    models = root / "testdata" / "models"
+    counts = {}
+
+    def add(target, name, data):
+        write(out, target, name, data)
+        counts[target] = counts.get(target, 0) + 1
+
+    for pt2 in sorted(models.glob("*.pt2")):
+        stem = pt2.stem
+        with zipfile.ZipFile(pt2) as z:
+            infos = {i.filename: i for i in z.infolist()}
+            for name, info in sorted(infos.items()):
+                parts = name.split("/")
+                if len(parts) == 3 and parts[1] == "models" and name.endswith(".json"):
+                    add("program_json", f"{stem}.{parts[2]}", z.read(name))
+                elif name.endswith("_config.json") and "/data/" in name:
+                    prefix = name[: name.rindex("/") + 1]
+                    sizes = [i.file_size for n, i in infos.items() if n.startswith(prefix) and n != name]
+                    size = max(sizes, default=8)
+                    size = (size + 7) // 8 * 8
+                    add("payload_config", f"{stem}.{parts[-1]}", size.to_bytes(8, "little") + z.read(name))
+
+    for spec in sorted((root / "testdata" / "specs").glob("*.json")):
+        add("split_spec", spec.name, spec.read_bytes())
+
+    for st in sorted(models.glob("*.safetensors")):
+        if st.stat().st_size <= MAX_SAFETENSORS:
+            add("safetensors", st.name, st.read_bytes())
+
+    if a.pipecut:
+        tmp = Path(tempfile.mkdtemp(prefix="pipecut-fuzz-seeds-"))
+        try:
+            for case in MANIFEST_FIXTURES:
+                model, spec = models / (case.split(".")[0] + ".pt2"), root / "testdata" / "specs" / (case + ".json")
+                if not model.exists() or not spec.exists():
+                    continue
+                outdir = tmp / case
+                r = subprocess.run([a.pipecut, "split", str(model), "--spec", str(spec), "-o", str(outdir),
+                                    "--format", "pt2"], capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"fuzz_seeds: pipecut split {case} failed ({r.returncode}):\n{r.stdout}{r.stderr}",
+                          file=sys.stderr)
+                    return 1
+                add("manifest", f"{case}.json", b"j" + (outdir / "manifest.json").read_bytes())
+                add("manifest", f"{case}.pb", b"b" + (outdir / "manifest.pb").read_bytes())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print("fuzz_seeds: " + ", ".join(f"{t} {n}" for t, n in sorted(counts.items())) + f" in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
