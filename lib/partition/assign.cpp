@@ -4,7 +4,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "passes/pass_manager.h"
+#include "ir/schedule.h"
 #include "support/error.h"
 
 namespace pipecut::partition {
@@ -158,7 +158,7 @@ Assignment byStageLists(const ir::Program& p, const SplitSpec& s, const ir::Modu
   }
   // Unlisted nodes join the stage of their first consumer (the earliest stage
   // that uses them); nodes nobody consumes follow their latest producer.
-  auto deps = passes::nodeDependencies(p.graph);
+  auto deps = ir::nodeDependencies(p.graph);
   std::vector<std::vector<size_t>> users(n);
   for (size_t i = 0; i < n; ++i)
     for (size_t d : deps[i]) users[d].push_back(i);

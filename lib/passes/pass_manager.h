@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "ir/schedule.h"
 
 namespace pipecut::passes {
 
@@ -58,17 +59,6 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to);
 bool hasSideEffects(const ir::Node& node);  // must not be removed (mutation, RNG, assertions)
 bool changesState(const ir::Node& node);    // must not be duplicated (mutation, RNG); assertions may be
-// Indices of the nodes in `g` that each node depends on (same scope only).
-std::vector<std::vector<size_t>> nodeDependencies(const ir::Graph& g);
-
-// List scheduling: repeatedly places one node whose dependencies are placed;
-// `pick` chooses it from the ready ones (original positions) given the node
-// placed last (nullptr at first). Returns an empty order and sets *onCycle to a
-// node on a cycle when the graph has one.
-using PickFn = std::function<size_t(const std::vector<size_t>& ready, const ir::Node* last)>;
-std::vector<size_t> listSchedule(const ir::Graph& g, const PickFn& pick, size_t* onCycle);
-// Puts g's nodes in `order`; returns whether anything moved.
-bool applyOrder(ir::Graph& g, const std::vector<size_t>& order);
 // Removes the placeholders (and their signature entries) marked in `drop`.
 void dropInputs(ir::Program& p, const std::vector<bool>& drop);
 

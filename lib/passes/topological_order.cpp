@@ -17,16 +17,12 @@ bool orderGraph(ir::Graph& g, const std::string& where) {
 
   // Among ready nodes the earliest goes first, so an ordered graph stays as it is.
   size_t onCycle = 0;
-  auto order = listSchedule(
-      g,
-      [](const std::vector<size_t>& ready, const ir::Node*) {
-        return static_cast<size_t>(std::min_element(ready.begin(), ready.end()) - ready.begin());
-      },
-      &onCycle);
+  auto ready = ir::earliestFirst();
+  auto order = ir::listSchedule(g, *ready, &onCycle);
   if (order.empty() && !g.nodes.empty())
     invalidInput(where, "the graph has a cycle through node '" + g.nodes[onCycle]->label() + "' (" +
                             g.nodes[onCycle]->opName() + ")");
-  changed |= applyOrder(g, order);
+  changed |= ir::applyOrder(g, order);
   return changed;
 }
 

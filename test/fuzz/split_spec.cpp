@@ -151,7 +151,7 @@ int split_spec(const uint8_t* data, size_t size) {
   }
   for (size_t s = 0; s < count.size(); ++s)
     if (!count[s]) finding("stage " + std::to_string(s) + " is empty");
-  auto deps = passes::nodeDependencies(f.program.graph);
+  auto deps = ir::nodeDependencies(f.program.graph);
   for (size_t i = 0; i < nodes.size(); ++i)
     for (size_t d : deps[i])
       if (a.stageOf[d] > a.stageOf[i]) finding("data flows backward into node '" + nodes[i]->label() + "'");

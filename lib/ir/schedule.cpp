@@ -1,0 +1,202 @@
+#include "ir/schedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+namespace pipecut::ir {
+
+std::vector<std::vector<size_t>> nodeDependencies(const Graph& g) {
+  std::unordered_map<const Node*, size_t> index;
+  index.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) index[g.nodes[i].get()] = i;
+  std::vector<std::vector<size_t>> deps(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    g.nodes[i]->forEachInputValue([&](Value* v) {
+      if (!v->producer) return;
+      auto it = index.find(v->producer);
+      if (it != index.end() && it->second != i) deps[i].push_back(it->second);
+    });
+  }
+  return deps;
+}
+
+namespace {
+
+class EarliestFirst final : public ReadyQueue {
+ public:
+  void push(size_t node) override { heap_.push(node); }
+  size_t pop(const Node*) override {
+    size_t n = heap_.top();
+    heap_.pop();
+    return n;
+  }
+  bool empty() const override { return heap_.empty(); }
+
+ private:
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> heap_;
+};
+
+// The module call stacks form a tree (a trie over (key, path) frames). With
+// the tree numbered in DFS order, "shares at least d frames with the last
+// node" means "lies in the subtree of the last node's depth-d frame", a range
+// of DFS numbers. So the policy walks up from the last node's frame and takes
+// the earliest ready node in the first non-empty subtree: a range-minimum
+// query over a segment tree whose leaves are DFS numbers.
+class ModuleAffinity final : public ReadyQueue {
+ public:
+  explicit ModuleAffinity(const Graph& g) {
+    struct Trie {
+      std::map<std::pair<std::string, std::string>, size_t> children;
+    };
+    std::vector<Trie> trie(1);
+    parent_.push_back(0);
+    frameOf_.resize(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      size_t t = 0;
+      for (const ModuleFrame& f : g.nodes[i]->moduleStack) {
+        auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
+        if (fresh) {
+          trie.emplace_back();
+          parent_.push_back(t);
+        }
+        t = it->second;
+      }
+      frameOf_[i] = t;
+    }
+    // DFS numbering (iterative: stacks can be deep).
+    first_.resize(trie.size());
+    last_.resize(trie.size());
+    size_t counter = 0;
+    std::vector<std::pair<size_t, bool>> stack{{0, false}};
+    while (!stack.empty()) {
+      auto [t, done] = stack.back();
+      stack.pop_back();
+      if (done) {
+        last_[t] = counter - 1;
+        continue;
+      }
+      first_[t] = counter++;
+      stack.push_back({t, true});
+      for (auto it = trie[t].children.rbegin(); it != trie[t].children.rend(); ++it) stack.push_back({it->second, false});
+    }
+    size_ = 1;
+    while (size_ < counter) size_ *= 2;
+    tree_.assign(2 * size_, kNone);
+    leaves_.resize(counter);
+  }
+
+  void push(size_t node) override {
+    size_t leaf = first_[frameOf_[node]];
+    leaves_[leaf].insert(node);
+    update(leaf);
+    ++count_;
+  }
+
+  size_t pop(const Node* last) override {
+    size_t frame = 0;
+    if (last) {
+      auto it = positionOf_.find(last);
+      frame = it == positionOf_.end() ? 0 : frameOf_[it->second];
+    }
+    while (true) {
+      size_t best = query(first_[frame], last_[frame]);
+      if (best != kNone || frame == 0) {
+        size_t leaf = first_[frameOf_[best]];
+        leaves_[leaf].erase(best);
+        update(leaf);
+        --count_;
+        return best;
+      }
+      frame = parent_[frame];
+    }
+  }
+
+  bool empty() const override { return count_ == 0; }
+
+  void bind(const Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) positionOf_[g.nodes[i].get()] = i;
+  }
+
+ private:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+
+  void update(size_t leaf) {
+    size_t k = leaf + size_;
+    tree_[k] = leaves_[leaf].empty() ? kNone : *leaves_[leaf].begin();
+    for (k /= 2; k >= 1; k /= 2) tree_[k] = std::min(tree_[2 * k], tree_[2 * k + 1]);
+  }
+
+  size_t query(size_t lo, size_t hi) const {  // inclusive range of leaves
+    size_t best = kNone;
+    for (size_t l = lo + size_, r = hi + size_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) best = std::min(best, tree_[l++]);
+      if (r & 1) best = std::min(best, tree_[--r]);
+    }
+    return best;
+  }
+
+  std::vector<size_t> parent_, frameOf_, first_, last_;
+  std::vector<std::set<size_t>> leaves_;  // ready nodes per frame, by position
+  std::vector<size_t> tree_;              // min position over each range of frames
+  size_t size_ = 1, count_ = 0;
+  std::unordered_map<const Node*, size_t> positionOf_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReadyQueue> earliestFirst() { return std::make_unique<EarliestFirst>(); }
+
+std::unique_ptr<ReadyQueue> moduleAffinity(const Graph& g) {
+  auto q = std::make_unique<ModuleAffinity>(g);
+  q->bind(g);
+  return q;
+}
+
+std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCycle) {
+  const size_t n = g.nodes.size();
+  auto deps = nodeDependencies(g);
+  std::vector<size_t> pending(n);
+  std::vector<std::vector<size_t>> users(n);
+  for (size_t i = 0; i < n; ++i) {
+    pending[i] = deps[i].size();
+    for (size_t d : deps[i]) users[d].push_back(i);
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i)
+    if (!pending[i]) ready.push(i);
+  order.reserve(n);
+  const Node* last = nullptr;
+  while (!ready.empty()) {
+    size_t node = ready.pop(last);
+    order.push_back(node);
+    last = g.nodes[node].get();
+    for (size_t u : users[node])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (order.size() == n) return order;
+  for (size_t i = 0; i < n; ++i)
+    if (pending[i] && onCycle) {
+      *onCycle = i;
+      break;
+    }
+  return {};
+}
+
+bool applyOrder(Graph& g, const std::vector<size_t>& order) {
+  bool changed = false;
+  std::vector<std::unique_ptr<Node>> sorted;
+  sorted.reserve(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    changed |= order[k] != k;
+    sorted.push_back(std::move(g.nodes[order[k]]));
+  }
+  g.nodes = std::move(sorted);
+  return changed;
+}
+
+}  // namespace pipecut::ir
