@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: `pipecut split` versus `torch.distributed.pipelining.pipeline()` + saving.
 
-    split_vs_pipeline.py [--layers 32] [--repeat 3] [--pipecut PATH] [--keep DIR]
+    split_vs_pipeline.py [--size tiny|7b] [--layers N] [--repeat 3] [--pipecut PATH] [--keep DIR]
 
 Both sides cut the same model at the same points (after model.layers.{7,15,23}
 for 32 layers, in general after the layers ending each quarter) into 4 stages,
@@ -10,7 +10,10 @@ on the same machine, in the same run.
 Model: a "deep tiny Llama" -- transformers LlamaForCausalLM with --layers
 decoder layers, hidden 64, intermediate 128, 4 heads, 2 kv heads, vocab 256,
 random weights, sdpa attention, use_cache False, float32, eval mode, input
-ids of shape 2 x 16.  As in scripts/fixtures/generate.py, a subclass
+ids of shape 2 x 16.  With --size 7b the same Llama has Llama-2-7B's shapes
+(hidden 4096, intermediate 11008, 32 heads, 32 kv heads, vocab 32000),
+--layers 4 by default and bfloat16 weights (2.1 GB .pt2), where weights, not
+node count, dominate both sides.  As in scripts/fixtures/generate.py, a subclass
 (`LlamaLogits`) returns the logits tensor only, so every FQN stays the same.
 It is exported once with torch.export.export + torch.export.save; that time is
 printed but belongs to neither measurement.
@@ -140,9 +143,33 @@ def _rotary_without_no_grad(self, x, position_ids):
     return (both.cos() * scale).to(x.dtype), (both.sin() * scale).to(x.dtype)
 
 
+SIZES = {
+    # name: (llama_config keyword arguments, dtype, default layers)
+    "tiny": ({}, torch.float32, 32),
+    "7b": (dict(hidden=4096, intermediate=11008, heads=32, kv_heads=32, vocab=32000, max_positions=4096),
+           torch.bfloat16, 4),
+}
+SIZE = "tiny"  # set by main
+
+
+def random_model(cfg, dtype):
+    """The model with N(0, 0.02) weights, made on the meta device first: a
+    7B-shaped model's default initialisation takes minutes on 2 cores."""
+    with torch.device("meta"):
+        model = logits_model(cfg)
+    model = model.to_empty(device="cpu").to(dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    model.model.rotary_emb.__init__(cfg)  # its inv_freq buffer, recomputed on the CPU
+    return model
+
+
 def build_llama(layers, patched):
     torch.manual_seed(0)
-    model = logits_model(llama_config(layers=layers))
+    kwargs, dtype, _ = SIZES[SIZE]
+    cfg = llama_config(layers=layers, **kwargs)
+    model = logits_model(cfg) if SIZE == "tiny" else random_model(cfg, dtype)
     if patched:
         from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
@@ -152,8 +179,8 @@ def build_llama(layers, patched):
         # Only this instance: a subclass whose forward is the undecorated function.
         rot.__class__ = type("LlamaRotaryEmbeddingNoGradFree", (LlamaRotaryEmbedding,),
                              {"forward": _rotary_without_no_grad})
-    ids = torch.randint(0, 256, (BATCH, SEQ), dtype=torch.int64)
-    return model.eval().float(), ids
+    ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ), dtype=torch.int64)
+    return model.eval().to(dtype), ids
 
 
 class ResBlock(nn.Module):
@@ -207,6 +234,14 @@ def cut_layers(layers):
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
+
+def close(a, b):
+    """Equal within torch.testing's default tolerances for the dtype."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    tol = {torch.bfloat16: (1.6e-2, 1e-5), torch.float16: (1e-3, 1e-5)}.get(a.dtype, (1.3e-6, 1e-5))
+    return torch.allclose(a.float(), b.float(), rtol=tol[0], atol=tol[1])
+
 
 def first_line(exc):
     text = str(exc).strip()
@@ -284,7 +319,7 @@ def check_pipecut_stage0(out, ids):
                 out_ = mod(*stage_args)
                 results[name] = list(out_) if isinstance(out_, (tuple, list)) else [out_]
         a, b = results["torchscript"], results["pt2"]
-        same = len(a) == len(b) and all(torch.allclose(x, y, atol=1e-5) for x, y in zip(a, b))
+        same = len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
         if not same:
             raise AssertionError("pipecut stage 0: TorchScript and .pt2 outputs differ")
     return len(manifest["stages"]), results.get("pt2")
@@ -378,7 +413,7 @@ def check_pipeline_stage0(pipe, stage_inputs, out):
     flat = lambda o: list(o) if isinstance(o, (tuple, list)) else [o]  # noqa: E731
     ref, got_ts, got_ep = flat(ref), flat(got_ts), flat(got_ep)
     for name, got in (("TorchScript", got_ts), (".pt2", got_ep)):
-        if len(got) != len(ref) or not all(torch.allclose(g, r, atol=1e-5) for g, r in zip(got, ref)):
+        if len(got) != len(ref) or not all(close(g, r) for g, r in zip(got, ref)):
             raise AssertionError(f"pipeline stage 0: reloaded {name} output differs from the stage module")
     return ref
 
@@ -511,8 +546,7 @@ def run_variant(name, args, work, cuts, startup):
     print(f"  B ok: {pipe.num_stages} stages; stage 0 reloads via torch.load (state_dict), "
           "torch.jit.load and torch.export.load, and matches the stage module")
     if a_stage0 is not None:
-        matched = any(a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
-                      for a in a_stage0 for b in b_stage0)
+        matched = any(close(a, b) for a in a_stage0 for b in b_stage0)
         print(f"  cross-check: pipecut stage 0 output {'matches' if matched else 'DOES NOT match'} "
               f"an output of pipeline() stage 0 ({len(a_stage0)} vs {len(b_stage0)} stage-0 outputs)")
     print_table(name, tm, dir_bytes(a_out), dir_bytes(b_out))
@@ -524,15 +558,23 @@ def run_variant(name, args, work, cuts, startup):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--size", choices=sorted(SIZES), default="tiny",
+                    help="tiny: hidden 64, fp32; 7b: Llama-2-7B shapes, bf16 (default --layers 4)")
+    ap.add_argument("--layers", type=int, default=None, help="decoder layers (default: 32 tiny, 4 for 7b)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pipecut", default=os.path.join(HERE, "..", "build", "tools", "pipecut"))
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads for torch here and OMP_NUM_THREADS for pipecut (default 1)")
     ap.add_argument("--keep", metavar="DIR", help="keep artifacts in DIR (default: a temp dir, removed)")
+    ap.add_argument("--variant", choices=sorted(VARIANTS),
+                    help="run only this model (default: the stock Llama, then fallbacks if pipeline() fails)")
     ap.add_argument("--also-fallbacks", action="store_true",
                     help="run the fallback models even when pipeline() works on the stock Llama")
     args = ap.parse_args()
+    global SIZE
+    SIZE = args.size
+    if args.layers is None:
+        args.layers = SIZES[args.size][2]
     args.pipecut = os.path.abspath(args.pipecut)
     if not os.access(args.pipecut, os.X_OK):
         raise SystemExit(f"pipecut binary not found: {args.pipecut} (build it or pass --pipecut)")
@@ -546,7 +588,7 @@ def main():
     import transformers
 
     cuts = cut_layers(args.layers)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+    print(f"size {args.size}, {args.layers} layers; torch {torch.__version__}, transformers {transformers.__version__}, "
           f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, repeat {args.repeat} (median)")
     print(f"pipecut {args.pipecut}")
 
@@ -565,8 +607,12 @@ def main():
     load0 = os.getloadavg()
     t_all = time.perf_counter()
     try:
-        ok = run_variant("llama", args, work, cuts, startup)
-        if not ok or args.also_fallbacks:
+        if args.variant:
+            run_variant(args.variant, args, work, cuts, startup)
+            ok = True
+        else:
+            ok = run_variant("llama", args, work, cuts, startup)
+        if not args.variant and (not ok or args.also_fallbacks):
             why = "pipeline() failed on the stock Llama" if not ok else "--also-fallbacks"
             for fallback in ("llama-nograd-free", "deep-mlp"):
                 print(f"\n({why}: running the comparison on '{fallback}')")

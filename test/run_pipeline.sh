@@ -101,6 +101,6 @@ expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=
 [[ $LAST_LOG == *"rendezvous at 127.0.0.1:$lonely_port"* ]] || { echo "FAIL: rendezvous message: $LAST_LOG"; fail=$((fail+1)); }
 cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
-[[ $LAST_LOG == *"stage_001.pt: sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }
+[[ $LAST_LOG == *"stage 1 file 'stage_001.pt': sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }
 echo "run_pipeline: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "manifest/manifest.h"
+#include "support/sha256.h"
 #include "support/error.h"
 
 namespace fs = std::filesystem;

@@ -168,8 +168,8 @@ TEST_CASE("module-affinity scheduling picks what the quadratic definition picks"
   // with random (key, path) stacks drawn from a small tree.
   auto shared = [](const ir::Node& a, const ir::Node& b) {
     size_t k = 0;
-    while (k < a.moduleStack.size() && k < b.moduleStack.size() && a.moduleStack[k].key == b.moduleStack[k].key &&
-           a.moduleStack[k].path == b.moduleStack[k].path)
+    const auto &fa = a.frames(), &fb = b.frames();
+    while (k < fa.size() && k < fb.size() && fa[k].key == fb[k].key && fa[k].path == fb[k].path)
       ++k;
     return k;
   };
@@ -177,7 +177,8 @@ TEST_CASE("module-affinity scheduling picks what the quadratic definition picks"
     explicit Reference(const ir::Graph& g, decltype(shared) s) : g(g), s(s) {}
     void push(size_t n) override { ready.push_back(n); }
     bool empty() const override { return ready.empty(); }
-    size_t pop(const ir::Node* last) override {
+    size_t pop(size_t lastIndex) override {
+      const ir::Node* last = lastIndex == kNone ? nullptr : g.nodes[lastIndex].get();
       size_t best = 0;
       for (size_t k = 1; k < ready.size(); ++k) {
         size_t dc = last ? s(*last, *g.nodes[ready[k]]) : 0, db = last ? s(*last, *g.nodes[ready[best]]) : 0;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "manifest/manifest.h"
+#include "support/sha256.h"
 #include "runtime/chain.h"
 #include "test_util.h"
 

@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/runtime/operator.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <ATen/ATen.h>
 
 #include "emit/dtypes.h"
@@ -161,15 +162,18 @@ class Emitter {
     }
     for (const auto& s : m.strides) strides.push_back(s.value);
     auto options = at::TensorOptions().dtype(toC10(m.dtype));
+    // No copy: the tensor uses the record's bytes where they lie in the
+    // memory-mapped source (the package outlives the module), through one
+    // storage per record, so tensors that shared a storage still share it and
+    // the writer saves it once. The reader checked that the record holds
+    // every byte the view spans.
     pt2::ByteView bytes = t.data.view();
-    at::Tensor out;
-    if (bytes.size == 0) {
-      out = at::zeros(sizes, options);
-    } else {
-      int64_t item = c10::elementSize(toC10(m.dtype));
-      at::Tensor flat = at::from_blob(const_cast<uint8_t*>(bytes.data), {static_cast<int64_t>(bytes.size) / item}, options);
-      out = flat.as_strided(sizes, strides, m.storageOffset.value).clone();
-    }
+    auto [it, fresh] = storages_.try_emplace(bytes.data);
+    if (fresh)
+      it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size,
+                                c10::DataPtr(const_cast<uint8_t*>(bytes.data), c10::Device(c10::kCPU)),
+                                /*allocator=*/nullptr, /*resizable=*/false);
+    at::Tensor out = at::empty({0}, options).set_(it->second, m.storageOffset.value, sizes, strides);
     if (t.isParam && m.requiresGrad) out.set_requires_grad(true);
     return out;
   }
@@ -460,6 +464,7 @@ class Emitter {
   std::optional<ir::Device> homeDevice_;
   std::map<std::string, jit::Module> submodules_;
   std::set<std::string> registered_;
+  std::map<const uint8_t*, c10::Storage> storages_;  // by record start in the mapped source
   std::unordered_map<std::string, jit::Value*> attrs_;
   std::unordered_map<const ir::Value*, jit::Value*> env_;
   std::string where_;
@@ -467,7 +472,8 @@ class Emitter {
 
 }  // namespace
 
-void writeTorchScript(const pt2::Package& stage, const std::string& className, const std::string& path) {
+void writeTorchScript(const pt2::Package& stage, const std::string& className,
+                      const std::function<size_t(const void*, size_t)>& sink) {
   Emitter emitter(stage, className);
   jit::Module m;
   try {
@@ -482,7 +488,9 @@ void writeTorchScript(const pt2::Package& stage, const std::string& className, c
                 "TorchScript rejects it: " + msg.substr(0, msg.find('\n')));
   }
   try {
-    m.save(path);
+    // Through a sink rather than a path: the caller hashes while writing, and
+    // the archive's top folder is "archive" whatever the file is called.
+    jit::ExportModule(m, sink);
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
     internalError("saving " + className, msg.substr(0, msg.find('\n')));

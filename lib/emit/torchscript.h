@@ -4,6 +4,7 @@
 // original FQNs as a submodule hierarchy, one `forward` taking the stage's
 // inputs in manifest order and returning a tuple in manifest order.
 // This header keeps torch's types out, so drivers can include it cheaply.
+#include <functional>
 #include <string>
 
 #include "pt2/package.h"
@@ -12,6 +13,8 @@ namespace pipecut::emit {
 
 // Throws pipecut::Error (InvalidInput) for what TorchScript cannot express
 // (e.g. an enabled autocast region, cond/map), naming the node.
-void writeTorchScript(const pt2::Package& stage, const std::string& className, const std::string& path);
+// The module's bytes go to `sink` (a zip archive), which returns the bytes it took.
+void writeTorchScript(const pt2::Package& stage, const std::string& className,
+                      const std::function<size_t(const void*, size_t)>& sink);
 
 }  // namespace pipecut::emit

@@ -209,7 +209,13 @@ std::string Node::label() const {
 
 const std::string& Node::modulePath() const {
   static const std::string kEmpty;
-  return moduleStack.empty() ? kEmpty : moduleStack.back().path;
+  const auto& f = frames();
+  return f.empty() ? kEmpty : f.back().path;
+}
+
+const std::vector<ModuleFrame>& Node::frames() const {
+  static const std::vector<ModuleFrame> kNone;
+  return moduleStack ? *moduleStack : kNone;
 }
 
 std::vector<Graph*> Node::subgraphs() const {
@@ -220,7 +226,7 @@ std::vector<Graph*> Node::subgraphs() const {
 }
 
 Value* Graph::find(std::string_view name) const {
-  auto it = byName_.find(std::string(name));
+  auto it = byName_.find(name);
   return it == byName_.end() ? nullptr : it->second;
 }
 
@@ -232,18 +238,32 @@ Value* Graph::define(const std::string& name, ValueKind kind, Node* producer) {
   v->producer = producer;
   Value* raw = v.get();
   values.push_back(std::move(v));
-  byName_.emplace(name, raw);
+  byName_.emplace(std::string_view(raw->name), raw);
   return raw;
 }
 
+void Graph::reserveValues(size_t n) {
+  values.reserve(n);
+  byName_.reserve(n);
+}
+
+void Graph::numberValues() const {
+  for (size_t i = 0; i < values.size(); ++i) values[i]->number = i;
+}
+
 void Graph::pruneValues() {
-  std::unordered_map<const Value*, bool> live;
-  for (const auto& in : inputs) in.forEachValue([&](Value* v) { live[v] = true; });
-  for (const auto& n : nodes) n->forEachOutputValue([&](Value* v) { live[v] = true; });
+  numberValues();
+  std::vector<char> live(values.size(), 0);
+  auto mark = [&](Value* v) {
+    if (owns(v)) live[v->number] = 1;
+  };
+  for (const auto& in : inputs) in.forEachValue(mark);
+  for (const auto& n : nodes) n->forEachOutputValue(mark);
   std::vector<std::unique_ptr<Value>> kept;
-  for (auto& v : values) {
-    if (live.count(v.get())) kept.push_back(std::move(v));
-    else byName_.erase(v->name);
+  kept.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (live[i]) kept.push_back(std::move(values[i]));
+    else byName_.erase(std::string_view(values[i]->name));
   }
   values = std::move(kept);
 }

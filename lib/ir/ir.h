@@ -74,6 +74,9 @@ struct Value {
   Node* producer = nullptr;          // nullptr: a graph input
   std::optional<TensorMeta> meta;    // tensors with a tensor_values entry
   Json symMeta;                      // sym_*_values / custom_obj_values entry, verbatim
+  // Scratch for utilities that keep per-value state in arrays (see
+  // Graph::numberValues), like Node::number.
+  mutable size_t number = 0;
 };
 
 // Argument variants, in the schema's declaration order.
@@ -141,10 +144,22 @@ struct Node {
   std::string target;                // "torch.ops.aten.add.Tensor"
   std::vector<NamedArgument> inputs;
   std::vector<Argument> outputs;
-  std::map<std::string, std::string> metadata;
+  // Node metadata (stack traces of ~1 KB, nn_module_stack, ...), verbatim, in
+  // the order read. Immutable and shared: carving copies every node into a
+  // stage, and a copy keeps its original's. Values are shared too: the reader
+  // interns them, since every layer of a deep model repeats the same traces.
+  struct MetadataEntry {
+    std::string key;
+    std::shared_ptr<const std::string> value;
+  };
+  using Metadata = std::vector<MetadataEntry>;
+  std::shared_ptr<const Metadata> metadata;
   std::optional<bool> isHopSingleTensorReturn;
   std::optional<std::string> name;
-  std::vector<ModuleFrame> moduleStack;  // parsed nn_module_stack, outermost first
+  // Parsed nn_module_stack, outermost first; shared by the nodes of one module
+  // call (the reader parses each distinct stack once) and by copies.
+  std::shared_ptr<const std::vector<ModuleFrame>> moduleStack;
+  const std::vector<ModuleFrame>& frames() const;  // empty when there is no stack
 
   bool isHigherOrder() const { return target.rfind("torch.ops.higher_order.", 0) == 0; }
   std::string opName() const;        // target without the "torch.ops." prefix
@@ -157,6 +172,12 @@ struct Node {
     for (const auto& out : outputs) out.forEachValue(f);
   }
   std::vector<Graph*> subgraphs() const;
+
+  // Scratch for utilities that index a graph's nodes in arrays (see
+  // ir::numberNodes): the position at the last numbering. Maps keyed by
+  // node pointers cost a cache miss per lookup at 10^5 nodes; this costs
+  // none. Stale after a reorder until renumbered: check with ir::positionIn.
+  mutable size_t number = 0;
 };
 
 struct Graph {
@@ -168,12 +189,20 @@ struct Graph {
 
   Value* find(std::string_view name) const;
   Value* define(const std::string& name, ValueKind kind, Node* producer);  // nullptr if taken
+  void reserveValues(size_t n);  // room for n values without rehashing
+  // Sets every owned Value's `number` to its index in `values`, so that
+  // per-value state can live in a vector instead of a map keyed by pointers.
+  void numberValues() const;
+  // Whether `v` is one of this graph's values (valid after numberValues()).
+  bool owns(const Value* v) const { return v && v->number < values.size() && values[v->number].get() == v; }
   // Drops Values no longer defined by an input or a node (after passes remove nodes).
   void pruneValues();
   size_t nodeCountRecursive() const;
 
  private:
-  std::unordered_map<std::string, Value*> byName_;
+  // Keys view the Values' own names: a Value is never renamed, and it lives
+  // (behind its unique_ptr) as long as its entry here.
+  std::unordered_map<std::string_view, Value*> byName_;
 };
 
 // ---- Signature and program -------------------------------------------------

@@ -41,7 +41,7 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   t.ensure("");
   std::function<void(const Graph&)> walk = [&](const Graph& g) {
     for (const auto& n : g.nodes) {
-      for (const auto& f : n->moduleStack) {
+      for (const auto& f : n->frames()) {
         checkDepth(f.path, "node '" + n->label() + "': nn_module_stack");
         ModuleInfo& m = t.ensure(f.path);
         if (m.type.empty()) m.type = f.type;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
@@ -10,16 +11,22 @@
 
 namespace pipecut::ir {
 
+void numberNodes(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) g.nodes[i]->number = i;
+}
+
+std::optional<size_t> positionIn(const Graph& g, const Node* n) {
+  if (n && n->number < g.nodes.size() && g.nodes[n->number].get() == n) return n->number;
+  return std::nullopt;
+}
+
 std::vector<std::vector<size_t>> nodeDependencies(const Graph& g) {
-  std::unordered_map<const Node*, size_t> index;
-  index.reserve(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) index[g.nodes[i].get()] = i;
+  numberNodes(g);
   std::vector<std::vector<size_t>> deps(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     g.nodes[i]->forEachInputValue([&](Value* v) {
-      if (!v->producer) return;
-      auto it = index.find(v->producer);
-      if (it != index.end() && it->second != i) deps[i].push_back(it->second);
+      auto p = positionIn(g, v->producer);
+      if (p && *p != i) deps[i].push_back(*p);
     });
   }
   return deps;
@@ -30,7 +37,7 @@ namespace {
 class EarliestFirst final : public ReadyQueue {
  public:
   void push(size_t node) override { heap_.push(node); }
-  size_t pop(const Node*) override {
+  size_t pop(size_t) override {
     size_t n = heap_.top();
     heap_.pop();
     return n;
@@ -58,7 +65,7 @@ class ModuleAffinity final : public ReadyQueue {
     frameOf_.resize(g.nodes.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       size_t t = 0;
-      for (const ModuleFrame& f : g.nodes[i]->moduleStack) {
+      for (const ModuleFrame& f : g.nodes[i]->frames()) {
         auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
         if (fresh) {
           trie.emplace_back();
@@ -97,12 +104,8 @@ class ModuleAffinity final : public ReadyQueue {
     ++count_;
   }
 
-  size_t pop(const Node* last) override {
-    size_t frame = 0;
-    if (last) {
-      auto it = positionOf_.find(last);
-      frame = it == positionOf_.end() ? 0 : frameOf_[it->second];
-    }
+  size_t pop(size_t last) override {
+    size_t frame = last == kNone ? 0 : frameOf_[last];
     while (true) {
       size_t best = query(first_[frame], last_[frame]);
       if (best != kNone || frame == 0) {
@@ -117,10 +120,6 @@ class ModuleAffinity final : public ReadyQueue {
   }
 
   bool empty() const override { return count_ == 0; }
-
-  void bind(const Graph& g) {
-    for (size_t i = 0; i < g.nodes.size(); ++i) positionOf_[g.nodes[i].get()] = i;
-  }
 
  private:
   static constexpr size_t kNone = static_cast<size_t>(-1);
@@ -144,7 +143,6 @@ class ModuleAffinity final : public ReadyQueue {
   std::vector<std::set<size_t>> leaves_;  // ready nodes per frame, by position
   std::vector<size_t> tree_;              // min position over each range of frames
   size_t size_ = 1, count_ = 0;
-  std::unordered_map<const Node*, size_t> positionOf_;
 };
 
 }  // namespace
@@ -152,9 +150,7 @@ class ModuleAffinity final : public ReadyQueue {
 std::unique_ptr<ReadyQueue> earliestFirst() { return std::make_unique<EarliestFirst>(); }
 
 std::unique_ptr<ReadyQueue> moduleAffinity(const Graph& g) {
-  auto q = std::make_unique<ModuleAffinity>(g);
-  q->bind(g);
-  return q;
+  return std::make_unique<ModuleAffinity>(g);
 }
 
 std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCycle) {
@@ -170,11 +166,11 @@ std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCy
   for (size_t i = 0; i < n; ++i)
     if (!pending[i]) ready.push(i);
   order.reserve(n);
-  const Node* last = nullptr;
+  size_t last = ReadyQueue::kNone;
   while (!ready.empty()) {
     size_t node = ready.pop(last);
     order.push_back(node);
-    last = g.nodes[node].get();
+    last = node;
     for (size_t u : users[node])
       if (--pending[u] == 0) ready.push(u);
   }

@@ -4,14 +4,21 @@
 // policies, so programs of 10^5 nodes order in well under a second.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ir/ir.h"
 
 namespace pipecut::ir {
 
+// Sets every node's Node::number to its position in `g`.
+void numberNodes(const Graph& g);
+// The position of `n` in `g` when the graph was last numbered and `n` still
+// sits there; nullopt for a node of another graph (or none).
+std::optional<size_t> positionIn(const Graph& g, const Node* n);
+
 // Indices of the nodes in `g` that each node depends on (same scope only),
-// each listed once per use.
+// each listed once per use. Numbers the graph's nodes.
 std::vector<std::vector<size_t>> nodeDependencies(const Graph& g);
 
 // The ready set of a list schedule and the policy that picks from it.
@@ -20,8 +27,9 @@ class ReadyQueue {
  public:
   virtual ~ReadyQueue() = default;
   virtual void push(size_t node) = 0;
-  // The next node to place, given the node placed last (nullptr at first).
-  virtual size_t pop(const Node* last) = 0;
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  // The next node to place, given the index of the node placed last (kNone at first).
+  virtual size_t pop(size_t last) = 0;
   virtual bool empty() const = 0;
 };
 

@@ -1,7 +1,6 @@
 #include "ir/verifier.h"
 
-#include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include "support/error.h"
 
@@ -14,42 +13,49 @@ std::string describe(const Node& n) { return "node '" + n.label() + "' (" + n.op
 }  // namespace
 
 void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& opt) {
-  std::unordered_set<const Value*> owned;
-  for (const auto& v : g.values) owned.insert(v.get());
-  std::unordered_map<const Value*, size_t> definedAt;  // 0 = graph input, i+1 = node i
-  std::unordered_map<const Value*, const Node*> producerOf;
+  // Value -> where it is defined: 0 = a graph input, i+1 = node i. Values of
+  // this scope only; messages are built only when something is wrong.
+  // Indexed by Value::number; kUndefined until defined.
+  constexpr size_t kUndefined = static_cast<size_t>(-1);
+  g.numberValues();
+  std::vector<size_t> definedAt(g.values.size(), kUndefined);
+  auto define = [&](const Value* v, size_t at) {
+    bool fresh = definedAt[v->number] == kUndefined;
+    definedAt[v->number] = at;
+    return fresh;
+  };
 
-  auto checkOwned = [&](const Value* v, const std::string& who) {
-    if (!owned.count(v))
-      invalidInput(where, who + " refers to value '" + v->name + "' of another graph scope");
+  auto checkOwned = [&](const Value* v, auto who) {
+    if (!g.owns(v)) invalidInput(where, who() + " refers to value '" + v->name + "' of another graph scope");
   };
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     g.inputs[i].forEachValue([&](Value* v) {
-      checkOwned(v, "input " + std::to_string(i));
+      checkOwned(v, [&] { return "input " + std::to_string(i); });
       if (v->producer) invalidInput(where, "placeholder '" + v->name + "' claims a producer node");
-      if (!definedAt.emplace(v, 0).second) invalidInput(where, "value '" + v->name + "' is defined twice");
+      if (!define(v, 0)) invalidInput(where, "value '" + v->name + "' is defined twice");
     });
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = *g.nodes[i];
+    auto who = [&] { return describe(n); };
     n.forEachOutputValue([&](Value* v) {
-      checkOwned(v, describe(n));
+      checkOwned(v, who);
       if (v->producer != &n) invalidInput(where, describe(n) + " outputs value '" + v->name + "' produced elsewhere");
-      if (!definedAt.emplace(v, i + 1).second)
+      if (!define(v, i + 1))
         invalidInput(where, describe(n) + " redefines value '" + v->name + "'");
-      producerOf[v] = &n;
     });
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = *g.nodes[i];
+    auto who = [&] { return describe(n); };
     n.forEachInputValue([&](Value* v) {
-      checkOwned(v, describe(n));
-      auto it = definedAt.find(v);
-      if (it == definedAt.end()) invalidInput(where, describe(n) + " uses value '" + v->name + "', which nothing defines");
-      if (opt.requireTopologicalOrder && it->second > i)
+      checkOwned(v, who);
+      size_t at = definedAt[v->number];
+      if (at == kUndefined) invalidInput(where, describe(n) + " uses value '" + v->name + "', which nothing defines");
+      if (opt.requireTopologicalOrder && at > i)
         invalidInput(where, describe(n) + " uses value '" + v->name + "' before its definition by " +
-                                describe(*producerOf[v]));
-      if (it->second == i + 1) invalidInput(where, describe(n) + " uses its own output '" + v->name + "'");
+                                describe(*v->producer));
+      if (at == i + 1) invalidInput(where, describe(n) + " uses its own output '" + v->name + "'");
     });
     size_t k = 0;
     for (const Graph* sub : n.subgraphs())
@@ -57,8 +63,8 @@ void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& 
   }
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     g.outputs[i].forEachValue([&](Value* v) {
-      checkOwned(v, "output " + std::to_string(i));
-      if (!definedAt.count(v)) invalidInput(where, "output " + std::to_string(i) + " is undefined value '" + v->name + "'");
+      checkOwned(v, [&] { return "output " + std::to_string(i); });
+      if (definedAt[v->number] == kUndefined) invalidInput(where, "output " + std::to_string(i) + " is undefined value '" + v->name + "'");
     });
   }
 }

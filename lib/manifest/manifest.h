@@ -110,8 +110,5 @@ Manifest manifestFromBinary(const std::string& bytes, const std::string& file);
 // Reads OUTDIR/manifest.pb (or manifest.json when the binary one is absent).
 Manifest readManifest(const std::string& dir);
 
-// Lowercase hex SHA-256 of a file's contents / of bytes.
-std::string sha256File(const std::string& path);
-std::string sha256Bytes(const void* data, size_t n);
 
 }  // namespace pipecut

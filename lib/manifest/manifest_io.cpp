@@ -16,6 +16,7 @@
 #include "ir/ir.h"
 #include "manifest/manifest.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace pipecut {
 namespace {
@@ -472,15 +473,6 @@ Manifest fromProtoChecked(const pb::Manifest& p, const std::string& file) {
   }
 }
 
-std::string readWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::InvalidInput, path, "", std::string("cannot open: ") + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::InvalidInput, path, "", "cannot read");
-  return ss.str();
-}
-
 bool isRegularFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -549,9 +541,9 @@ Manifest manifestFromBinary(const std::string& bytes, const std::string& file) {
 Manifest readManifest(const std::string& dir) {
   std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
   std::string binary = base + "manifest.pb";
-  if (isRegularFile(binary)) return manifestFromBinary(readWholeFile(binary), binary);
+  if (isRegularFile(binary)) return manifestFromBinary(support::readFile(binary), binary);
   std::string json = base + "manifest.json";
-  if (isRegularFile(json)) return manifestFromJson(readWholeFile(json), json);
+  if (isRegularFile(json)) return manifestFromJson(support::readFile(json), json);
   throw Error(ErrorKind::InvalidInput, dir, "", "no manifest.pb or manifest.json");
 }
 

@@ -8,6 +8,7 @@
 
 #include "ir/clone.h"
 #include "ir/module_tree.h"
+#include "ir/schedule.h"
 #include "passes/pass_manager.h"
 #include "support/error.h"
 
@@ -90,7 +91,8 @@ class Carver {
     routeValues();
     Carving c;
     c.manifest = manifestSkeleton();
-    for (int s = 0; s < a_.numStages; ++s) c.stages.push_back(buildStage(s));
+    auto modules = containedModules();
+    for (int s = 0; s < a_.numStages; ++s) c.stages.push_back(buildStage(s, std::move(modules[static_cast<size_t>(s)])));
     for (const auto& st : c.stages) c.manifest.stages.push_back(st.info);
     c.manifest.tiedGroups = tiedGroups();
     return c;
@@ -108,7 +110,7 @@ class Carver {
   };
 
   void index() {
-    for (size_t i = 0; i < g_.nodes.size(); ++i) pos_[g_.nodes[i].get()] = i;
+    ir::numberNodes(g_);
     for (size_t i = 0; i < p_.inputSpecs.size(); ++i) {
       const auto& s = p_.inputSpecs[i];
       if (s.kind == ir::InputKind::UserInput) {
@@ -121,7 +123,7 @@ class Carver {
   }
 
   int homeStage(const Value* v) const {
-    return v->producer ? a_.stageOf[pos_.at(v->producer)] : -1;
+    return v->producer ? a_.stageOf[pos(v->producer)] : -1;
   }
 
   // Nodes needed to compute v in another stage, if that is cheap; empty if not.
@@ -129,7 +131,7 @@ class Carver {
     if (!opt_.recompute || !v->producer || v->kind != ir::ValueKind::Tensor) return {};
     uint64_t valueBytes = perSampleBytes(*v);
     if (valueBytes == 0) return {};
-    std::vector<size_t> stack{pos_.at(v->producer)}, slice;
+    std::vector<size_t> stack{pos(v->producer)}, slice;
     std::unordered_set<size_t> seen(stack.begin(), stack.end());
     std::unordered_set<const Value*> leaves;
     while (!stack.empty()) {
@@ -142,7 +144,7 @@ class Carver {
       n.forEachInputValue([&](Value* in) {
         if (!in->producer) {
           leaves.insert(in);
-        } else if (size_t d = pos_.at(in->producer); seen.insert(d).second) {
+        } else if (size_t d = pos(in->producer); seen.insert(d).second) {
           stack.push_back(d);
         }
       });
@@ -171,7 +173,7 @@ class Carver {
     std::unordered_set<const Value*> seen;
     for (size_t i : nodes)
       g_.nodes[i]->forEachInputValue([&](Value* v) {
-        if (v->producer && inSet.count(pos_.at(v->producer))) return;
+        if (v->producer && inSet.count(pos(v->producer))) return;
         if (seen.insert(v).second) out.push_back(v);
       });
     return out;
@@ -224,20 +226,20 @@ class Carver {
       std::sort(d.inputs.begin(), d.inputs.end(),
                 [&](const Value* x, const Value* y) { return userInput_.at(x) < userInput_.at(y); });
       std::sort(received[s].begin(), received[s].end(), [&](const Value* x, const Value* y) {
-        return std::make_pair(homeStage(x), pos_.at(x->producer)) < std::make_pair(homeStage(y), pos_.at(y->producer));
+        return std::make_pair(homeStage(x), pos(x->producer)) < std::make_pair(homeStage(y), pos(y->producer));
       });
       d.inputs.insert(d.inputs.end(), received[s].begin(), received[s].end());
     }
     // What each stage sends: values others receive, and user outputs.
     std::vector<std::set<std::pair<size_t, const Value*>>> sends(stages_.size());
     for (size_t s = 0; s < stages_.size(); ++s)
-      for (const Value* v : received[s]) sends[static_cast<size_t>(homeStage(v))].insert({pos_.at(v->producer), v});
+      for (const Value* v : received[s]) sends[static_cast<size_t>(homeStage(v))].insert({pos(v->producer), v});
     for (size_t k = 0; k < p_.outputSpecs.size(); ++k) {
       const auto& spec = p_.outputSpecs[k];
       const Value* v = spec.arg.value();
       switch (spec.kind) {
         case ir::OutputKind::UserOutput:
-          if (v && v->producer) sends[static_cast<size_t>(homeStage(v))].insert({pos_.at(v->producer), v});
+          if (v && v->producer) sends[static_cast<size_t>(homeStage(v))].insert({pos(v->producer), v});
           else if (spec.arg.refs.size() != 1 || (!v && spec.arg.tag != ir::ArgTag::Tensor))
             invalidInput("signature.output_specs[" + std::to_string(k) + "]",
                          "a constant user output cannot be produced by a stage");
@@ -285,7 +287,7 @@ class Carver {
     return m;
   }
 
-  CarvedStage buildStage(int s) {
+  CarvedStage buildStage(int s, std::vector<std::string> modules) {
     const StageData& d = stages_[static_cast<size_t>(s)];
     CarvedStage out;
     pt2::Package& pkg = out.package;
@@ -300,19 +302,22 @@ class Carver {
     sp.graphModuleMetadata = p_.graphModuleMetadata;
 
     ir::ValueMap map;
+    const bool programs = opt_.programs;
     for (const Value* v : d.lifted) {
       const ir::InputSpec& orig = p_.inputSpecs[liftedSpec_.at(v)];
-      Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
-      map[v] = nv;
-      ir::InputSpec spec = orig;
-      spec.arg = orig.kind == ir::InputKind::CustomObj ? orig.arg : ir::Argument::tensor(nv);
-      if (orig.kind == ir::InputKind::CustomObj) spec.arg.refs[0].value = nv;
-      sp.graph.inputs.push_back(spec.arg);
-      sp.inputSpecs.push_back(std::move(spec));
-      const std::map<std::string, pt2::StoredTensor>* tables[] = {&whole_.weights, &whole_.constants};
-      for (int t = 0; t < 2; ++t)
-        if (auto it = tables[t]->find(orig.target); it != tables[t]->end())
-          (t == 0 ? pkg.weights : pkg.constants).emplace(orig.target, it->second);
+      if (programs) {
+        Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
+        map[v] = nv;
+        ir::InputSpec spec = orig;
+        spec.arg = orig.kind == ir::InputKind::CustomObj ? orig.arg : ir::Argument::tensor(nv);
+        if (orig.kind == ir::InputKind::CustomObj) spec.arg.refs[0].value = nv;
+        sp.graph.inputs.push_back(spec.arg);
+        sp.inputSpecs.push_back(std::move(spec));
+        const std::map<std::string, pt2::StoredTensor>* tables[] = {&whole_.weights, &whole_.constants};
+        for (int t = 0; t < 2; ++t)
+          if (auto it = tables[t]->find(orig.target); it != tables[t]->end())
+            (t == 0 ? pkg.weights : pkg.constants).emplace(orig.target, it->second);
+      }
       StageParameter param;
       param.name = orig.target;
       param.kind = liftedKind(orig.kind);
@@ -321,13 +326,15 @@ class Carver {
       out.info.parameterBytes += param.bytes;
     }
     for (const Value* v : d.inputs) {
-      Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
-      map[v] = nv;
-      ir::InputSpec spec;
-      spec.kind = ir::InputKind::UserInput;
-      spec.arg = ir::Argument::tensor(nv);
-      sp.graph.inputs.push_back(spec.arg);
-      sp.inputSpecs.push_back(std::move(spec));
+      if (programs) {
+        Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
+        map[v] = nv;
+        ir::InputSpec spec;
+        spec.kind = ir::InputKind::UserInput;
+        spec.arg = ir::Argument::tensor(nv);
+        sp.graph.inputs.push_back(spec.arg);
+        sp.inputSpecs.push_back(std::move(spec));
+      }
 
       StageInput in;
       in.name = v->name;
@@ -342,20 +349,29 @@ class Carver {
       }
       out.info.inputs.push_back(in);
     }
-    for (size_t i : d.nodes) ir::cloneNodeInto(*g_.nodes[i], sp.graph, map);
-
-    for (const auto& [v, k] : d.mutations) {
-      ir::OutputSpec spec = p_.outputSpecs[k];
-      spec.arg = ir::Argument::tensor(map.at(v));
-      sp.graph.outputs.push_back(spec.arg);
-      sp.outputSpecs.push_back(std::move(spec));
+    size_t nodeCount = 0;
+    for (size_t i : d.nodes) {
+      const ir::Node& n = *g_.nodes[i];
+      nodeCount += 1;
+      for (const ir::Graph* sub : n.subgraphs()) nodeCount += sub->nodeCountRecursive();
+      if (programs) ir::cloneNodeInto(n, sp.graph, map);
     }
+
+    if (programs)
+      for (const auto& [v, k] : d.mutations) {
+        ir::OutputSpec spec = p_.outputSpecs[k];
+        spec.arg = ir::Argument::tensor(map.at(v));
+        sp.graph.outputs.push_back(spec.arg);
+        sp.outputSpecs.push_back(std::move(spec));
+      }
     for (const Value* v : d.outputs) {
-      ir::OutputSpec spec;
-      spec.kind = ir::OutputKind::UserOutput;
-      spec.arg = ir::Argument::tensor(map.at(v));
-      sp.graph.outputs.push_back(spec.arg);
-      sp.outputSpecs.push_back(std::move(spec));
+      if (programs) {
+        ir::OutputSpec spec;
+        spec.kind = ir::OutputKind::UserOutput;
+        spec.arg = ir::Argument::tensor(map.at(v));
+        sp.graph.outputs.push_back(spec.arg);
+        sp.outputSpecs.push_back(std::move(spec));
+      }
 
       StageOutput o;
       o.name = v->name;
@@ -387,16 +403,18 @@ class Carver {
       out.info.outputs.push_back(o);
     }
 
-    std::vector<std::string> argNames;
-    for (const Value* v : d.inputs) argNames.push_back(v->name);
-    ir::Json sig{{"inputs", ir::Json::array()}, {"outputs", ir::Json::array()},
-                 {"in_spec", flatSpec(d.inputs.size(), true)}, {"out_spec", flatSpec(d.outputs.size(), false)},
-                 {"forward_arg_names", argNames}};
-    sp.moduleCallGraph.push_back(ir::ModuleCallEntry{"", sig});
+    if (programs) {
+      std::vector<std::string> argNames;
+      for (const Value* v : d.inputs) argNames.push_back(v->name);
+      ir::Json sig{{"inputs", ir::Json::array()}, {"outputs", ir::Json::array()},
+                   {"in_spec", flatSpec(d.inputs.size(), true)}, {"out_spec", flatSpec(d.outputs.size(), false)},
+                   {"forward_arg_names", argNames}};
+      sp.moduleCallGraph.push_back(ir::ModuleCallEntry{"", sig});
+    }
 
     out.info.index = static_cast<uint32_t>(s);
-    out.info.nodeCount = static_cast<uint32_t>(sp.graph.nodeCountRecursive());
-    out.info.modules = containedModules(d);
+    out.info.nodeCount = static_cast<uint32_t>(nodeCount);
+    out.info.modules = std::move(modules);
     out.info.recomputed = d.recomputedValues;
     return out;
   }
@@ -408,30 +426,38 @@ class Carver {
     return static_cast<uint32_t>(it - outs.begin());
   }
 
-  // The largest modules all of whose nodes run in this stage (own nodes only).
-  std::vector<std::string> containedModules(const StageData& d) const {
-    std::map<std::string, std::pair<size_t, size_t>> count;  // module -> (in stage, total)
+  // Per stage, the largest modules all of whose nodes run there (own nodes,
+  // not recomputed ones). One pass over the nodes; a module is the largest
+  // when no enclosing path (at a '.' boundary) is whole in the same stage.
+  std::vector<std::vector<std::string>> containedModules() const {
+    struct Count {
+      int stage = -1;      // the one stage holding all of its nodes so far, or kMixed
+      size_t nodes = 0;
+    };
+    constexpr int kMixed = -2;
+    std::unordered_map<std::string_view, Count> count;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      bool mine = std::binary_search(d.nodes.begin(), d.nodes.end(), i) && !d.recomputedNodes.count(i);
-      for (const auto& f : g_.nodes[i]->moduleStack) {
+      int st = a_.stageOf[i];
+      for (const auto& f : g_.nodes[i]->frames()) {
         if (f.path.empty()) continue;
-        auto& c = count[f.path];
-        c.second++;
-        if (mine) c.first++;
+        Count& c = count[f.path];
+        c.stage = c.nodes == 0 ? st : (c.stage == st ? st : kMixed);
+        c.nodes++;
       }
     }
-    std::vector<std::string> full;
-    for (const auto& [m, c] : count)
-      if (c.first == c.second && c.first > 0) full.push_back(m);
-    std::vector<std::string> maximal;
-    for (const auto& m : full) {
+    std::vector<std::vector<std::string>> out(static_cast<size_t>(a_.numStages));
+    for (const auto& [m, c] : count) {
+      if (c.stage < 0) continue;
       bool covered = false;
-      for (const auto& other : full)
-        if (other != m && m.size() > other.size() && m.compare(0, other.size(), other) == 0 && m[other.size()] == '.')
-          covered = true;
-      if (!covered) maximal.push_back(m);
+      for (size_t dot = m.rfind('.'); dot != std::string_view::npos && !covered; dot = m.rfind('.', dot - 1)) {
+        auto up = count.find(m.substr(0, dot));
+        covered = up != count.end() && up->second.stage == c.stage;
+        if (dot == 0) break;
+      }
+      if (!covered) out[static_cast<size_t>(c.stage)].emplace_back(m);
     }
-    return maximal;
+    for (auto& mods : out) std::sort(mods.begin(), mods.end());
+    return out;
   }
 
   std::vector<TiedGroup> tiedGroups() const {
@@ -457,7 +483,11 @@ class Carver {
   const ir::Graph& g_;
   const Assignment& a_;
   CarveOptions opt_;
-  std::unordered_map<const ir::Node*, size_t> pos_;
+  size_t pos(const ir::Node* n) const {
+    auto p = ir::positionIn(g_, n);
+    if (!p) internalError("carve", "a producer is not a node of the graph");
+    return *p;
+  }
   std::unordered_map<const Value*, size_t> userInput_;   // value -> flat user input index
   std::vector<size_t> userInputs_;                       // flat index -> input spec index
   std::unordered_map<const Value*, size_t> liftedSpec_;  // value -> input spec index

@@ -18,6 +18,7 @@ namespace pipecut::partition {
 
 struct CarveOptions {
   bool recompute = true;
+  bool programs = true;  // false: only the manifest (a preview); stage packages stay empty
   size_t maxRecomputeNodes = 64;         // slices larger than this are sent, not recomputed
   uint64_t maxRecomputeLiftedBytes = 1 << 16;  // parameter bytes a slice may copy into the consumer
 };

@@ -1,11 +1,10 @@
 #include "partition/split_spec.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "support/error.h"
+#include "support/files.h"
 
 namespace pipecut::partition {
 
@@ -82,12 +81,6 @@ SplitSpec parseSplitSpec(const std::string& text, const std::string& file) {
   return s;
 }
 
-SplitSpec readSplitSpec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::InvalidInput, path, "", "cannot open the split spec");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parseSplitSpec(ss.str(), path);
-}
+SplitSpec readSplitSpec(const std::string& path) { return parseSplitSpec(support::readFile(path, "the split spec"), path); }
 
 }  // namespace pipecut::partition

@@ -2,8 +2,6 @@
 // have side effects (see effects.cpp), inside nested bodies too, and drops
 // parameter/buffer/constant placeholders that nothing reads any more (with
 // their signature entries, so their weights leave the package as well).
-#include <unordered_set>
-
 #include "passes/pass_manager.h"
 
 namespace pipecut::passes {
@@ -15,16 +13,23 @@ bool sweep(ir::Graph& g) {
   for (auto& n : g.nodes)
     for (ir::Graph* sub : n->subgraphs()) changed |= sweep(*sub);
 
-  std::unordered_set<const ir::Value*> live;
-  for (const auto& out : g.outputs) out.forEachValue([&](ir::Value* v) { live.insert(v); });
+  // Per-value liveness in a vector indexed by Value::number; a value of
+  // another scope (which the verifier refuses) counts as live.
+  g.numberValues();
+  std::vector<char> live(g.values.size(), 0);
+  auto markLive = [&](ir::Value* v) {
+    if (g.owns(v)) live[v->number] = 1;
+  };
+  auto isLive = [&](const ir::Value* v) { return !g.owns(v) || live[v->number]; };
+  for (const auto& out : g.outputs) out.forEachValue(markLive);
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const ir::Node& n = *g.nodes[i];
     bool used = hasSideEffects(n);
-    n.forEachOutputValue([&](ir::Value* v) { used |= live.count(v) > 0; });
+    n.forEachOutputValue([&](ir::Value* v) { used |= isLive(v); });
     if (!used) continue;
     keep[i] = true;
-    n.forEachInputValue([&](ir::Value* v) { live.insert(v); });
+    n.forEachInputValue(markLive);
   }
   std::vector<std::unique_ptr<ir::Node>> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -41,16 +46,22 @@ bool sweep(ir::Graph& g) {
 Pass deadCodePass() {
   return {"dead-code", [](ir::Program& p) {
     bool changed = sweep(p.graph);
-    std::unordered_set<const ir::Value*> used;
-    for (const auto& n : p.graph.nodes) n->forEachInputValue([&](ir::Value* v) { used.insert(v); });
-    for (const auto& out : p.graph.outputs) out.forEachValue([&](ir::Value* v) { used.insert(v); });
+    const ir::Graph& g = p.graph;
+    g.numberValues();
+    std::vector<char> usedAt(g.values.size(), 0);
+    auto markUsed = [&](ir::Value* v) {
+      if (g.owns(v)) usedAt[v->number] = 1;
+    };
+    for (const auto& n : g.nodes) n->forEachInputValue(markUsed);
+    for (const auto& out : g.outputs) out.forEachValue(markUsed);
     std::vector<bool> drop(p.inputSpecs.size(), false);
     bool anyDropped = false;
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
       const ir::InputSpec& s = p.inputSpecs[i];
       bool lifted = s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
                     s.kind == ir::InputKind::TensorConstant;
-      drop[i] = lifted && !used.count(s.arg.value());
+      const ir::Value* v = s.arg.value();
+      drop[i] = lifted && g.owns(v) && !usedAt[v->number];
       anyDropped |= drop[i];
     }
     if (anyDropped) {

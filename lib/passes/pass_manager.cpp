@@ -1,5 +1,6 @@
 #include "passes/pass_manager.h"
 
+#include <chrono>
 #include <unordered_map>
 
 #include "ir/verifier.h"
@@ -22,7 +23,9 @@ void PassManager::run(ir::Program& program) {
     PassRecord rec;
     rec.name = pass.name;
     rec.nodesBefore = program.graph.nodeCountRecursive();
+    auto t0 = std::chrono::steady_clock::now();
     rec.changed = pass.run(program);
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rec.nodesAfter = program.graph.nodeCountRecursive();
     records_.push_back(rec);
     if (verifyEach_) {

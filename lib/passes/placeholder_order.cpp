@@ -4,6 +4,9 @@
 // this is get_attr reads interleaved with placeholders, which broke
 // torch.distributed.pipelining in the seed report). The signature order is the
 // calling convention, so graph inputs are rearranged to follow it.
+#include <deque>
+#include <unordered_map>
+
 #include "passes/pass_manager.h"
 #include "support/error.h"
 
@@ -15,24 +18,23 @@ Pass placeholderOrderPass() {
     if (p.inputSpecs.size() != g.inputs.size())
       invalidInput("signature", std::to_string(p.inputSpecs.size()) + " input specs for " +
                                     std::to_string(g.inputs.size()) + " placeholders");
-    std::vector<bool> used(g.inputs.size(), false);
+    // Placeholders by the value they define (constant inputs under nullptr),
+    // earliest first: linear in the number of placeholders.
+    std::unordered_map<const ir::Value*, std::deque<size_t>> at;
+    for (size_t k = 0; k < g.inputs.size(); ++k) at[g.inputs[k].isValue() ? g.inputs[k].value() : nullptr].push_back(k);
     std::vector<ir::Argument> ordered;
     bool changed = false;
     ordered.reserve(g.inputs.size());
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
       const ir::InputSpec& s = p.inputSpecs[i];
       ir::Value* want = s.kind == ir::InputKind::ConstantInput ? nullptr : s.arg.value();
-      size_t found = g.inputs.size();
-      for (size_t k = 0; k < g.inputs.size() && found == g.inputs.size(); ++k) {
-        if (used[k]) continue;
-        ir::Value* have = g.inputs[k].isValue() ? g.inputs[k].value() : nullptr;
-        if (have == want) found = k;
-      }
-      if (found == g.inputs.size())
+      auto it = at.find(want);
+      if (it == at.end() || it->second.empty())
         invalidInput("signature.input_specs[" + std::to_string(i) + "]",
                      std::string(ir::inputKindKey(s.kind)) + " '" + (want ? want->name : s.target) +
                          "' has no placeholder");
-      used[found] = true;
+      size_t found = it->second.front();
+      it->second.pop_front();
       changed |= found != i;
       ordered.push_back(std::move(g.inputs[found]));
     }

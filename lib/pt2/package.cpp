@@ -1,3 +1,4 @@
+#include "support/phase_times.h"
 #include "pt2/package.h"
 
 #include <unistd.h>
@@ -52,27 +53,12 @@ namespace {
 constexpr const char* kWeightsDir = "data/weights/";
 constexpr const char* kConstantsDir = "data/constants/";
 
-Json parseJsonRecord(const ArchiveReader& a, const std::string& record) {
-  std::string text = a.text(record);
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw Error(ErrorKind::InvalidInput, a.path(), record,
-                "JSON syntax error at byte " + std::to_string(e.byte) + ": " +
-                    std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
-  } catch (const Json::out_of_range& e) {  // a number beyond double's range, e.g. 1e309
-    throw Error(ErrorKind::InvalidInput, a.path(), record,
-                "invalid JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2));
-  }
-}
-
 std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<const ArchiveReader>& a,
                                                       const std::string& dir, const std::string& configName) {
   std::string configRecord = dir + configName;
-  Json cfg = parseJsonRecord(*a, configRecord);
   std::vector<PayloadEntry> entries;
   try {
-    entries = parsePayloadConfig(cfg, dir, configRecord, [&](const std::string& record) -> std::optional<uint64_t> {
+    entries = parsePayloadConfig(a->bytes(configRecord).str(), dir, configRecord, [&](const std::string& record) -> std::optional<uint64_t> {
       if (!a->has(record)) return std::nullopt;
       return a->size(record);
     });
@@ -121,9 +107,10 @@ Package readPackage(const std::string& path) {
   }
   pkg.modelName = modelRecord.substr(7, modelRecord.size() - 12);
 
-  Json j = parseJsonRecord(*archive, modelRecord);
   try {
-    pkg.program = parseProgram(j);
+    support::ScopedPhase phase("read program");
+    ByteView record = archive->bytes(modelRecord);
+    pkg.program = parseProgram(record.str(), archive->readableAfter(record));
   } catch (const Error& e) {
     throw Error(e.kind(), path, modelRecord + (e.where().empty() ? "" : ": " + e.where()), e.message());
   }

@@ -1,12 +1,11 @@
 #include "pt2/payload_config.h"
 
-#include "pt2/program_json.h"
+#include "pt2/json_reader.h"
 #include "support/error.h"
 
 namespace pipecut::pt2 {
 
 using ir::Json;
-
 
 std::optional<uint64_t> requiredStorageBytes(const ir::TensorMeta& m) {
   const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
@@ -29,60 +28,58 @@ std::optional<uint64_t> requiredStorageBytes(const ir::TensorMeta& m) {
   return static_cast<uint64_t>(bytes);
 }
 
-std::vector<PayloadEntry> parsePayloadConfig(const Json& cfg, const std::string& dir, const std::string& configRecord,
-                                             const RecordSizeFn& recordSize) {
-  auto fail = [&](const std::string& where, const std::string& msg) -> void {
-    invalidInput(configRecord + ": " + where, msg);
-  };
-  auto optBool = [&](const Json& e, const char* key, const std::string& w) {
-    auto it = e.find(key);
-    if (it == e.end() || it->is_null()) return false;
-    if (!it->is_boolean()) fail(w + "." + key, "expected a bool");
-    return it->get<bool>();
-  };
-  if (!cfg.is_object() || !cfg.contains("config") || !cfg["config"].is_object())
-    fail("config", "expected {\"config\": {...}}");
-  checkJsonDepth(cfg, configRecord + ": config");
+std::vector<PayloadEntry> parsePayloadConfig(std::string_view text, const std::string& dir,
+                                             const std::string& configRecord, const RecordSizeFn& recordSize) {
+  simdjson::dom::parser parser;
+  json::Element cfg = json::parse(parser, text, configRecord);
+  // Paths read "<record>: config.<fqn>.<field>".
+  std::string rootText = configRecord + ": ";
+  json::Path wc("config");
+  auto fail = [&](const json::Path& where, const std::string& msg) -> void { invalidInput(rootText + where.str(), msg); };
+  json::Element config;
+  if (!json::isObject(cfg) || !json::find(cfg, "config", config) || !json::isObject(config))
+    fail(wc, "expected {\"config\": {...}}");
   std::vector<PayloadEntry> out;
-  for (auto it = cfg["config"].begin(); it != cfg["config"].end(); ++it) {
-    const std::string& fqn = it.key();
-    const Json& e = it.value();
-    std::string w = "config." + fqn;
-    if (!e.is_object()) fail(w, "expected a JSON object");
-    if (!e.contains("path_name")) fail(w, "missing field 'path_name'");
-    if (!e["path_name"].is_string()) fail(w + ".path_name", "expected a string");
-    PayloadEntry t;
-    t.fqn = fqn;
-    t.entry = e;
-    t.isParam = optBool(e, "is_param", w);
-    t.usePickle = optBool(e, "use_pickle", w);
-    t.record = dir + e["path_name"].get<std::string>();
-    std::optional<uint64_t> have = recordSize(t.record);
-    if (!have) fail(w + ".path_name", "names missing record '" + t.record + "'");
-    if (e.contains("tensor_meta") && !e["tensor_meta"].is_null()) {
-      try {
-        t.meta = parseTensorMeta(e["tensor_meta"], w + ".tensor_meta");
-      } catch (const Error& err) {
-        fail(err.where(), err.message());
+  for (auto kv : json::Object(config.get_object().value_unsafe())) {
+    json::Element e = kv.value;
+    json::Path w = wc[kv.key];
+    try {
+      PayloadEntry t;
+      t.fqn = std::string(kv.key);
+      json::object(e, w);
+      json::Element path = json::field(e, "path_name", w);
+      t.record = dir + std::string(json::str(path, w["path_name"]));
+      t.isParam = json::optBool(e, "is_param", false, w);
+      t.usePickle = json::optBool(e, "use_pickle", false, w);
+      t.entry = json::toJson(e);
+      std::optional<uint64_t> have = recordSize(t.record);
+      if (!have) fail(w["path_name"], "names missing record '" + t.record + "'");
+      json::Element metaJson;
+      if (json::find(e, "tensor_meta", metaJson)) {
+        t.meta = json::tensorMeta(metaJson, w["tensor_meta"]);
+        const ir::TensorMeta& m = *t.meta;
+        const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
+        std::string where = t.record + " ('" + t.fqn + "')";
+        if (!t.usePickle) {
+          if (*have % static_cast<uint64_t>(d->itemSize) != 0)
+            invalidInput(where, "record size " + std::to_string(*have) + " is not a multiple of the " + d->torchName +
+                                    " element size " + std::to_string(d->itemSize));
+          std::optional<uint64_t> need = requiredStorageBytes(m);
+          bool concrete = m.isStatic() && !m.storageOffset.isExpr;
+          for (const auto& st : m.strides) concrete = concrete && !st.isExpr;
+          if (concrete && !need)
+            fail(w["tensor_meta"], "sizes and strides " + m.shapeStr() + " span more than 2^64 bytes");
+          if (need && *have < *need)
+            invalidInput(where, "record holds " + std::to_string(*have) + " bytes but its metadata (" + d->torchName +
+                                    " " + m.shapeStr() + ") needs " + std::to_string(*need));
+        }
       }
-      const ir::TensorMeta& m = *t.meta;
-      const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
-      std::string where = t.record + " ('" + fqn + "')";
-      if (!t.usePickle) {
-        if (*have % static_cast<uint64_t>(d->itemSize) != 0)
-          invalidInput(where, "record size " + std::to_string(*have) + " is not a multiple of the " + d->torchName +
-                                  " element size " + std::to_string(d->itemSize));
-        std::optional<uint64_t> need = requiredStorageBytes(m);
-        bool concrete = m.isStatic() && !m.storageOffset.isExpr;
-        for (const auto& st : m.strides) concrete = concrete && !st.isExpr;
-        if (concrete && !need)
-          fail(w + ".tensor_meta", "sizes and strides " + m.shapeStr() + " span more than 2^64 bytes");
-        if (need && *have < *need)
-          invalidInput(where, "record holds " + std::to_string(*have) + " bytes but its metadata (" + d->torchName + " " +
-                                  m.shapeStr() + ") needs " + std::to_string(*need));
-      }
+      out.push_back(std::move(t));
+    } catch (const Error& err) {
+      // The json helpers name paths from "config"; prefix the record.
+      if (err.where().rfind("config", 0) == 0) invalidInput(rootText + err.where(), err.message());
+      throw;
     }
-    out.push_back(std::move(t));
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/ir.h"
@@ -29,7 +30,7 @@ using RecordSizeFn = std::function<std::optional<uint64_t>(const std::string& re
 // its sizes, strides, storage offset and dtype span. Throws pipecut::Error
 // (InvalidInput) with an empty file and `where` = "<configRecord>: config.<fqn>.<field>"
 // or the data record; the caller attaches the file.
-std::vector<PayloadEntry> parsePayloadConfig(const ir::Json& cfg, const std::string& dir,
+std::vector<PayloadEntry> parsePayloadConfig(std::string_view text, const std::string& dir,
                                              const std::string& configRecord, const RecordSizeFn& recordSize);
 
 // Bytes a strided view needs from the start of its storage; nullopt when a

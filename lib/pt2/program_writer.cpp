@@ -90,7 +90,8 @@ Json serializeGraph(const Graph& g) {
     nj["outputs"] = Json::array();
     for (const auto& out : n->outputs) nj["outputs"].push_back(argJson(out));
     nj["metadata"] = Json::object();
-    for (const auto& [k, v] : n->metadata) nj["metadata"][k] = v;
+    if (n->metadata)
+      for (const auto& [k, v] : *n->metadata) nj["metadata"][k] = *v;
     nj["is_hop_single_tensor_return"] = n->isHopSingleTensorReturn ? Json(*n->isHopSingleTensorReturn) : Json();
     nj["name"] = n->name ? Json(*n->name) : Json();
     j["nodes"].push_back(std::move(nj));

@@ -36,6 +36,12 @@ class ArchiveReader {
   // Zero-copy: the file is memory-mapped, and records are stored uncompressed.
   ByteView bytes(const std::string& name) const;
   std::string text(const std::string& name) const { return std::string(bytes(name).str()); }
+  // Readable bytes of the mapping after `view` (a view from bytes()): a JSON
+  // parser that reads ahead in blocks can parse a record in place when the
+  // archive goes on after it (the central directory always follows).
+  size_t readableAfter(ByteView view) const {
+    return static_cast<size_t>(map_ + mapSize_ - (view.data + view.size));
+  }
 
  private:
   ArchiveReader() = default;

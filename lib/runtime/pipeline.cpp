@@ -24,6 +24,7 @@
 #include <torch/script.h>
 
 #include "manifest/manifest.h"
+#include "manifest/verify.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
@@ -152,7 +153,17 @@ class Engine {
   }
 
   void loadStages() {
-    std::set<std::string> verified;
+    if (o_.verifyHashes) {
+      // This rank's stage files, hashed on every core before anything loads.
+      StageFileCheck check;
+      check.select = [&](const Stage& st, const StageFile& f) {
+        return stageRank_[st.index] == rank_ && f.format == "torchscript";
+      };
+      auto start = Clock::now();
+      verifyStageFiles(o_.dir, m_, check);
+      verifyMs_ = msBetween(start, Clock::now());
+      verifiedBytes_ = stageFileBytes(m_, check);
+    }
     for (size_t s = 0; s < P_; ++s) {
       if (stageRank_[s] != rank_) continue;
       const Stage& st = m_.stages[s];
@@ -161,11 +172,6 @@ class Engine {
         if (f.format == "torchscript") file = &f;
       if (!file) invalidInput("stage " + std::to_string(s), "has no TorchScript (.pt) file; split with --format torchscript");
       std::string path = o_.dir + "/" + file->path;
-      if (o_.verifyHashes) {
-        std::string h = sha256File(path);
-        if (h != file->sha256)
-          throw Error(ErrorKind::InvalidInput, path, "", "sha256 " + h + " differs from the manifest's " + file->sha256);
-      }
       auto ls = std::make_unique<LocalStage>();
       ls->info = &st;
       ls->device = devices_[s];
@@ -481,6 +487,8 @@ class Engine {
     r.schedule = o_.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
     r.samples = batch_ * static_cast<uint64_t>(o_.iterations);
     r.wallMs = msBetween(t0_, t1_);
+    r.verifyMs = verifyMs_;
+    r.verifiedBytes = verifiedBytes_;
     r.samplesPerSecond = r.wallMs > 0 ? static_cast<double>(r.samples) / (r.wallMs / 1000.0) : 0;
     double m = o_.microbatches, p = static_cast<double>(P_);
     r.bubbleTheoretical = (p - 1) / (m + p - 1);
@@ -615,6 +623,8 @@ class Engine {
   Sink sink_;
   std::vector<Clock::time_point> start_;
   Clock::time_point t0_, t1_;
+  double verifyMs_ = -1;        // the pre-load check of stage files (-1: skipped)
+  uint64_t verifiedBytes_ = 0;
   std::vector<at::Tensor> outputs_;
   Trace trace_;
   std::mutex errMu_;

@@ -68,6 +68,10 @@ struct RunReport {
   double bubbleTheoretical = 0;            // (p - 1) / (m + p - 1)
   std::vector<StageStats> stageStats;
   std::vector<DeviceMemory> memory;
+  // This rank's pre-load check of its stage files against the manifest's
+  // sha256 (-1: skipped with --no-verify), and the bytes it hashed.
+  double verifyMs = -1;
+  uint64_t verifiedBytes = 0;
   bool checked = false, checkOk = false;
   double maxAbsError = 0;
   std::string checkMessage;

@@ -16,6 +16,7 @@ std::string reportJson(const RunReport& r) {
   j["schedule"] = r.schedule;
   j["samples"] = r.samples;
   j["wall_ms"] = r.wallMs;
+  if (r.verifyMs >= 0) j["stage_file_check"] = {{"ms", r.verifyMs}, {"bytes", r.verifiedBytes}};
   j["throughput_samples_per_s"] = r.samplesPerSecond;
   j["latency_ms"] = {{"p50", r.latencyP50Ms}, {"p99", r.latencyP99Ms}};
   j["bubble"] = {{"measured", r.bubbleMeasured}, {"theoretical", r.bubbleTheoretical}};

@@ -27,11 +27,15 @@ struct SplitOptions {
   bool preview = false;
   std::string dotFile;
   bool verifyEach = false;
+  bool quiet = false;
+  unsigned jobs = 0;
 };
 int runSplit(const SplitOptions& o);
 
 struct VerifyOptions {
   std::string dir;
+  bool quiet = false;
+  bool json = false;
 };
 int runVerify(const VerifyOptions& o);
 

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "support/phase_times.h"
 #include "commands.h"
 #include "support/error.h"
 
@@ -42,10 +43,14 @@ int main(int argc, char** argv) {
   spl->add_flag("--preview", split.preview, "print per-stage nodes, parameter bytes and boundary bytes; write nothing");
   spl->add_option("--dot", split.dotFile, "write a Graphviz drawing of the stages and the values between them");
   spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
+  spl->add_option("-j,--jobs", split.jobs, "stage files written at once (default: the machine's cores)");
+  spl->add_flag("-q,--quiet", split.quiet, "no progress line");
 
   cli::VerifyOptions verify;
   auto* ver = app.add_subcommand("verify", "Check a split directory: files against the manifest's hashes, manifest against files");
   ver->add_option("dir", verify.dir, "the directory written by pipecut split")->required();
+  ver->add_flag("-q,--quiet", verify.quiet, "no progress line");
+  ver->add_flag("--json", verify.json, "print the result as JSON");
 
   try {
     app.parse(argc, argv);
@@ -62,6 +67,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  struct PrintPhases {
+    ~PrintPhases() {
+      if (support::phaseTimesWanted()) support::printPhaseTimes();
+    }
+  } printPhases;
   try {
     if (ins->parsed()) return cli::runInspect(inspect);
     if (nrm->parsed()) return cli::runNormalize(norm);

@@ -1,0 +1,74 @@
+// What `pipecut split --preview` prints and `--dot` draws, from the manifest.
+#include "driver/report.h"
+
+#include <sstream>
+
+namespace pipecut::driver {
+
+namespace {
+
+std::string sourceStr(const Manifest& m, const ValueSource& s) {
+  if (s.kind == ValueSource::Kind::UserInput) return "input '" + m.inputs.at(s.userInput).name + "'";
+  return "stage " + std::to_string(s.stage);
+}
+
+}  // namespace
+
+std::string previewText(const Manifest& m) {
+  std::ostringstream os;
+  os << "stages: " << m.stages.size() << "\n";
+  for (const auto& st : m.stages) {
+    os << "  stage " << st.index << ": " << st.nodeCount << " nodes, parameters " << st.parameterBytes
+       << " B, sends " << st.boundaryBytesPerSample << " B/sample\n";
+    if (!st.modules.empty()) {
+      os << "    modules:";
+      for (const auto& mod : st.modules) os << " " << mod;
+      os << "\n";
+    }
+    for (const auto& in : st.inputs) os << "    in  " << in.name << " <- " << sourceStr(m, in.source) << "\n";
+    for (const auto& out : st.outputs) {
+      os << "    out " << out.name << " ->";
+      for (const auto& c : out.consumers)
+        os << (c.kind == Consumer::Kind::StageInput ? " stage " + std::to_string(c.stage)
+                                                    : " output " + std::to_string(c.userOutput));
+      os << "\n";
+    }
+    if (!st.recomputed.empty()) {
+      os << "    recomputed:";
+      for (const auto& r : st.recomputed) os << " " << r;
+      os << "\n";
+    }
+  }
+  for (const auto& g : m.tiedGroups) {
+    os << "  tied:";
+    for (const auto& n : g.names) os << " " << n;
+    os << " (stages";
+    for (auto s : g.stages) os << " " << s;
+    os << ")\n";
+  }
+  return os.str();
+}
+
+std::string stagesDot(const Manifest& m) {
+  std::ostringstream os;
+  os << "digraph stages {\n  rankdir=LR;\n  node [shape=box];\n";
+  for (size_t k = 0; k < m.inputs.size(); ++k)
+    os << "  in" << k << " [shape=ellipse, label=\"" << m.inputs[k].name << "\"];\n";
+  for (size_t k = 0; k < m.outputs.size(); ++k)
+    os << "  out" << k << " [shape=ellipse, label=\"" << m.outputs[k].name << "\"];\n";
+  for (const auto& st : m.stages) {
+    os << "  s" << st.index << " [label=\"stage " << st.index << "\\n" << st.nodeCount << " nodes\\n"
+       << st.parameterBytes << " B params\"];\n";
+    for (const auto& in : st.inputs)
+      os << "  " << (in.source.kind == ValueSource::Kind::UserInput ? "in" + std::to_string(in.source.userInput)
+                                                                     : "s" + std::to_string(in.source.stage))
+         << " -> s" << st.index << " [label=\"" << in.name << "\"];\n";
+    for (const auto& out : st.outputs)
+      for (const auto& c : out.consumers)
+        if (c.kind == Consumer::Kind::UserOutput) os << "  s" << st.index << " -> out" << c.userOutput << ";\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace pipecut::driver

@@ -1,0 +1,197 @@
+#include "driver/split.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "driver/load.h"
+#include "driver/report.h"
+#include "emit/torchscript.h"
+#include "ir/module_tree.h"
+#include "partition/assign.h"
+#include "partition/carve.h"
+#include "partition/split_spec.h"
+#include "support/phase_times.h"
+#include "support/error.h"
+#include "support/files.h"
+#include "support/progress.h"
+#include "support/sha256.h"
+#include "support/staging.h"
+
+namespace pipecut::driver {
+
+namespace fs = std::filesystem;
+
+std::string stageName(uint32_t i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "stage_%03u", i);
+  return buf;
+}
+
+namespace {
+
+// Runs tasks on `jobs` threads; the first failing task in list order is
+// rethrown after all have stopped, so errors do not depend on timing.
+void runParallel(const std::vector<std::function<void()>>& tasks, unsigned jobs) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(tasks.size());
+  auto work = [&] {
+    for (size_t i; !failed && (i = next++) < tasks.size();) {
+      try {
+        tasks[i]();
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(jobs, tasks.size()); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void writeText(const fs::path& path, const std::string& text) {
+  support::HashingWriter w(path.string());
+  w.write(text.data(), text.size());
+  w.finish();
+}
+
+// Counters the writers bump and the progress line reads.
+struct WriteProgress {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<size_t> filesDone{0};
+  uint64_t totalBytes = 0;
+  size_t totalFiles = 0;
+
+  std::string line(double seconds) const {
+    double done = static_cast<double>(bytes.load());
+    return "pipecut: wrote " + std::to_string(filesDone.load()) + " of " + std::to_string(totalFiles) +
+           " stage files, " + support::humanBytes(done) + " of ~" + support::humanBytes(static_cast<double>(totalBytes)) +
+           ", " + support::humanBytes(done / seconds) + "/s";
+  }
+};
+
+// One stage file: written through a hashing writer, so its SHA-256 costs no
+// second read.
+StageFile writeStageFile(const fs::path& dir, const std::string& file, const std::string& format,
+                         const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce,
+                         WriteProgress& progress) {
+  support::HashingWriter w((dir / file).string());
+  produce([&](const void* data, size_t n) {
+    w.write(data, n);
+    progress.bytes += n;
+    return n;
+  });
+  StageFile f{file, format, w.finish(), w.bytes()};
+  progress.filesDone++;
+  return f;
+}
+
+}  // namespace
+
+Manifest runSplit(const SplitRequest& r) {
+  partition::SplitSpec spec = partition::readSplitSpec(r.spec);
+  LoadOptions load;
+  load.moduleContiguous = true;
+  load.verifyEach = r.verifyEach;
+  pt2::Package pkg = loadNormalized(r.model, load);
+  ir::ModuleTree tree;
+  try {
+    support::ScopedPhase phase("module tree");
+    tree = ir::ModuleTree::build(pkg.program, pkg.liftedTensorBytes());
+  } catch (const Error& e) {
+    e.rethrowWithFile(r.model);
+  }
+  partition::Carving carving;
+  try {
+    support::ScopedPhase phase("assign and carve");
+    partition::Assignment assignment = partition::assignStages(pkg.program, spec, tree);
+    partition::CarveOptions co;
+    co.recompute = r.recompute;
+    co.programs = !r.preview;  // a preview reports the cut; it builds no stage program
+    carving = partition::carve(pkg, assignment, co);
+  } catch (const Error& e) {
+    throw Error(e.kind(), r.spec, e.where(), e.message());
+  }
+  Manifest& m = carving.manifest;
+  m.sourceModel = fs::path(r.model).filename().string();
+  m.pipecutVersion = PIPECUT_VERSION;
+  m.splitSpec = spec.canonical;
+
+  if (!r.dotFile.empty())
+    pt2::writeFileAtomically(r.dotFile, [&](const auto& sink) {
+      std::string t = stagesDot(m);
+      sink(t.data(), t.size());
+    });
+  // Leaves the heavy state to the OS when the process is about to end.
+  auto handOff = [&] {
+    if (!r.exitsAfter) return;
+    new pt2::Package(std::move(pkg));
+    new partition::Carving(std::move(carving));
+  };
+  if (r.preview) {
+    Manifest out = m;
+    handOff();
+    return out;
+  }
+
+  // Every stage file is its own task; the source hash is one more, read from
+  // the page cache the writers fill anyway.
+  WriteProgress progress;
+  for (const auto& st : m.stages) progress.totalBytes += st.parameterBytes * ((r.torchscript ? 1 : 0) + (r.pt2 ? 1 : 0));
+  support::ProgressLine line(r.progress, [&](double s) { return progress.line(s); });
+  support::ScopedPhase writePhase("write stages");
+  support::writeStaged(r.output, support::StagedKind::Directory, [&](const fs::path& tmp) {
+    struct Slot {
+      size_t stage;
+      StageFile file;
+    };
+    std::vector<Slot> slots;
+    std::vector<std::function<void()>> tasks;
+    tasks.emplace_back([&] { m.sourceSha256 = sha256File(r.model); });
+    for (auto& stage : carving.stages) {
+      std::string name = stageName(stage.info.index);
+      if (r.torchscript) slots.push_back({stage.info.index, {name + ".pt", "torchscript", "", 0}});
+      if (r.pt2) slots.push_back({stage.info.index, {name + ".pt2", "pt2", "", 0}});
+    }
+    progress.totalFiles = slots.size();
+    for (Slot& slot : slots) {
+      const partition::CarvedStage& stage = carving.stages[slot.stage];
+      tasks.emplace_back([&, &stage = stage] {
+        const std::string file = slot.file.path;
+        if (slot.file.format == "torchscript") {
+          try {
+            slot.file = writeStageFile(tmp, file, "torchscript", [&](const auto& sink) {
+              emit::writeTorchScript(stage.package, stageName(stage.info.index), sink);
+            }, progress);
+          } catch (const Error& e) {
+            throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
+          }
+        } else {
+          slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
+                                     progress);
+        }
+      });
+    }
+    unsigned jobs = r.jobs ? r.jobs : std::max(1u, std::thread::hardware_concurrency());
+    runParallel(tasks, jobs);
+    for (const Slot& slot : slots) m.stages[slot.stage].files.push_back(slot.file);
+    writeText(tmp / "manifest.json", manifestToJson(m));
+    writeText(tmp / "manifest.pb", manifestToBinary(m));
+  });
+  line.stop();
+  Manifest out = m;
+  handOff();
+  return out;
+}
+
+}  // namespace pipecut::driver

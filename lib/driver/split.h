@@ -1,0 +1,34 @@
+#pragma once
+// `pipecut split` as a library call: read -> normalize -> assign -> carve ->
+// emit -> write the directory -> swap it into place. The CLI only parses flags.
+#include <string>
+
+#include "manifest/manifest.h"
+
+namespace pipecut::driver {
+
+struct SplitRequest {
+  std::string model;    // the .pt2
+  std::string spec;     // split spec file
+  std::string output;   // directory (replaced atomically); unused by a preview
+  bool torchscript = true;
+  bool pt2 = true;
+  bool recompute = true;    // recompute cheap values in consuming stages
+  bool verifyEach = false;  // verify the graph after every pass
+  bool preview = false;     // plan only: no files, no source hash
+  std::string dotFile;      // also draw the stages (Graphviz)
+  bool progress = false;    // a progress line on stderr while writing
+  unsigned jobs = 0;        // stage files written at once (0: the machine's cores)
+  // The caller exits right after: the program and its stage programs are left
+  // to the OS instead of freed one node at a time (~0.5 s at 10^5 nodes).
+  bool exitsAfter = false;
+};
+
+// The manifest of the split (written to `output` unless previewing).
+// Throws pipecut::Error naming the model, spec or node at fault.
+Manifest runSplit(const SplitRequest& request);
+
+// "stage_000", ...
+std::string stageName(uint32_t index);
+
+}  // namespace pipecut::driver

@@ -1,0 +1,46 @@
+#include "driver/verify.h"
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+
+#include "manifest/manifest.h"
+#include "manifest/verify.h"
+#include "support/error.h"
+#include "support/files.h"
+#include "support/progress.h"
+
+namespace pipecut::driver {
+
+namespace fs = std::filesystem;
+
+size_t verifyDirectory(const VerifyRequest& r) {
+  Manifest m = readManifest(r.dir);
+  std::set<std::string> listed = {"manifest.json", "manifest.pb"};
+  for (const auto& st : m.stages)
+    for (const auto& f : st.files) listed.insert(f.path);
+  // Unlisted files first: cheap, and no reason to hash gigabytes of a directory that is wrong anyway.
+  for (const auto& e : fs::directory_iterator(r.dir)) {
+    std::string name = e.path().filename().string();
+    if (!listed.count(name))
+      throw Error(ErrorKind::InvalidInput, r.dir, "file '" + name + "'", "is not listed in the manifest");
+  }
+  fs::path json = fs::path(r.dir) / "manifest.json";
+  if (fs::exists(json) && fs::exists(fs::path(r.dir) / "manifest.pb") &&
+      manifestToBinary(manifestFromJson(support::readFile(json.string()), json.string())) != manifestToBinary(m))
+    throw Error(ErrorKind::InvalidInput, r.dir, "manifest.json", "disagrees with manifest.pb");
+
+  std::atomic<uint64_t> hashed{0};
+  StageFileCheck check;
+  check.threads = r.threads;
+  check.progress = [&](size_t n) { hashed += n; };
+  const double total = static_cast<double>(stageFileBytes(m, check));
+  support::ProgressLine line(r.progress, [&](double s) {
+    double done = static_cast<double>(hashed.load());
+    return "pipecut: verified " + support::humanBytes(done) + " of " + support::humanBytes(total) + ", " +
+           support::humanBytes(done / s) + "/s";
+  });
+  return verifyStageFiles(r.dir, m, check);
+}
+
+}  // namespace pipecut::driver

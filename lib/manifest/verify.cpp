@@ -1,0 +1,72 @@
+#include "manifest/verify.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "support/error.h"
+#include "support/sha256.h"
+
+namespace pipecut {
+
+namespace {
+
+struct Selected {
+  const Stage* stage;
+  const StageFile* file;
+  std::string path;
+};
+
+std::vector<Selected> selectFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check) {
+  std::vector<Selected> out;
+  for (const auto& st : m.stages)
+    for (const auto& f : st.files)
+      if (!check.select || check.select(st, f)) out.push_back({&st, &f, dir + "/" + f.path});
+  return out;
+}
+
+std::string where(const Selected& s) {
+  return "stage " + std::to_string(s.stage->index) + " file '" + s.file->path + "'";
+}
+
+}  // namespace
+
+uint64_t stageFileBytes(const Manifest& m, const StageFileCheck& check) {
+  uint64_t n = 0;
+  for (const auto& s : selectFiles("", m, check)) n += s.file->bytes;
+  return n;
+}
+
+size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check) {
+  std::vector<Selected> files = selectFiles(dir, m, check);
+  // Sizes first: cheap, and a truncated file is reported as such rather than
+  // as a hash mismatch after reading gigabytes.
+  std::vector<std::string> paths;
+  for (const auto& s : files) {
+    struct stat st {};
+    if (::stat(s.path.c_str(), &st) != 0) {
+      if (errno == ENOENT) throw Error(ErrorKind::InvalidInput, dir, where(s), "missing");
+      throw Error(ErrorKind::InvalidInput, dir, where(s), std::string("cannot read: ") + std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::InvalidInput, dir, where(s), "is not a regular file");
+    if (static_cast<uint64_t>(st.st_size) != s.file->bytes)
+      throw Error(ErrorKind::InvalidInput, dir, where(s),
+                  "is " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(s.file->bytes));
+    paths.push_back(s.path);
+  }
+  std::vector<std::string> digests;
+  try {
+    digests = sha256Files(paths, check.threads, check.progress);
+  } catch (const Error& e) {
+    throw Error(e.kind(), dir, e.file(), e.message());
+  }
+  for (size_t i = 0; i < files.size(); ++i)
+    if (digests[i] != files[i].file->sha256)
+      throw Error(ErrorKind::InvalidInput, dir, where(files[i]),
+                  "sha256 " + digests[i] + " differs from the manifest's " + files[i].file->sha256);
+  return files.size();
+}
+
+}  // namespace pipecut

@@ -1,0 +1,96 @@
+#include "support/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "support/error.h"
+
+namespace pipecut::support {
+
+std::string readFile(const std::string& path, const std::string& what) {
+  auto fail = [&](const char* verb, int err) -> void {
+    throw Error(ErrorKind::InvalidInput, path, "",
+                std::string("cannot ") + verb + (what.empty() ? "" : " " + what) + ": " + std::strerror(err));
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("open", errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    ::close(fd);
+    fail("read", err);
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      fail("read", err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+namespace {
+constexpr size_t kBuffer = 1u << 20;
+}  // namespace
+
+HashingWriter::HashingWriter(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw Error(ErrorKind::Internal, path_, "", std::string("cannot create: ") + std::strerror(errno));
+  buffer_.reserve(kBuffer);
+}
+
+HashingWriter::~HashingWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+size_t HashingWriter::write(const void* data, size_t n) {
+  hash_.update(data, n);
+  bytes_ += n;
+  if (buffer_.size() + n <= kBuffer) {
+    buffer_.append(static_cast<const char*>(data), n);
+  } else {
+    flushBuffer();
+    if (n >= kBuffer) writeAll(data, n);
+    else buffer_.append(static_cast<const char*>(data), n);
+  }
+  return n;
+}
+
+void HashingWriter::flushBuffer() {
+  writeAll(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void HashingWriter::writeAll(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t k = ::write(fd_, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+std::string HashingWriter::finish() {
+  flushBuffer();
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
+  return hash_.hexDigest();
+}
+
+}  // namespace pipecut::support

@@ -1,0 +1,40 @@
+#pragma once
+// Reading whole files, for the small ones pipecut reads in one go (specs,
+// manifests, references, inputs). Large inputs (.pt2) are memory-mapped by
+// pt2::ArchiveReader instead; outputs go through support/staging.h.
+#include <cstdint>
+#include <string>
+
+#include "support/sha256.h"
+
+namespace pipecut::support {
+
+// Throws pipecut::Error (InvalidInput) naming the file, with `what` ("the
+// split spec") in the message when given.
+std::string readFile(const std::string& path, const std::string& what = "");
+
+// Writes a new file and hashes its bytes on the way (no second read to hash
+// it). Small writes are buffered; large ones (weights) go straight through.
+// Errors are pipecut::Error (Internal: disk full, ...) naming the file.
+class HashingWriter {
+ public:
+  explicit HashingWriter(std::string path);
+  ~HashingWriter();
+  HashingWriter(const HashingWriter&) = delete;
+  HashingWriter& operator=(const HashingWriter&) = delete;
+  size_t write(const void* data, size_t n);
+  // Flushes and closes; returns the SHA-256 of everything written.
+  std::string finish();
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  void flushBuffer();
+  void writeAll(const void* data, size_t n);
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;
+  uint64_t bytes_ = 0;
+  Sha256 hash_;
+};
+
+}  // namespace pipecut::support

@@ -1,0 +1,44 @@
+#include "support/phase_times.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace pipecut::support {
+namespace {
+
+std::mutex g_mutex;
+std::vector<std::pair<std::string, double>> g_phases;
+// Static initialization runs after the shared libraries' (LibTorch's), just
+// before main: the total below is the time beyond process start.
+const std::chrono::steady_clock::time_point g_start = std::chrono::steady_clock::now();
+
+}  // namespace
+
+void recordPhase(const std::string& name, double seconds) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [n, s] : g_phases)
+    if (n == name) {
+      s += seconds;
+      return;
+    }
+  g_phases.emplace_back(name, seconds);
+}
+
+bool phaseTimesWanted() {
+  const char* v = std::getenv("PIPECUT_TIME_PHASES");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+void printPhaseTimes() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (const auto& [n, s] : g_phases) std::fprintf(stderr, "phase %-28s %8.3f s\n", n.c_str(), s);
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+  std::fprintf(stderr, "phase %-28s %8.3f s\n", "total (since main)", total);
+  g_phases.clear();
+}
+
+}  // namespace pipecut::support
