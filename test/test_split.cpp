@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "driver/split.h"
 #include "manifest/manifest.h"
 #include "support/sha256.h"
 #include "runtime/chain.h"
@@ -261,6 +262,30 @@ TEST_CASE("preview prints the stages and writes nothing; --dot draws them", "[sp
   std::ifstream in(dot);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   CHECK_THAT(text, Catch::Contains("s0 -> s3"));
+}
+
+TEST_CASE("a preview plans exactly the stages a split writes", "[split]") {
+  // A preview builds no stage programs (it counts nodes on the source graph);
+  // its manifest must still be the written one, less files and hashes.
+  for (const char* model : {"llama_tiny", "skip", "gpt2_tied", "nograd_seed"}) {
+    for (const char* n : {".2", ".4"}) {
+      std::string spec = std::string(model) + n;
+      if (!fs::exists(specPath(spec))) continue;
+      INFO(spec);
+      driver::SplitRequest r;
+      r.model = test::fixture(model);
+      r.spec = specPath(spec);
+      r.output = test::outPath("splits/preview_vs_" + spec);
+      r.jobs = 1;
+      Manifest written = driver::runSplit(r);
+      r.preview = true;
+      Manifest planned = driver::runSplit(r);
+      for (auto& st : written.stages) st.files.clear();
+      written.sourceSha256.clear();
+      planned.sourceSha256.clear();
+      CHECK(manifestToJson(planned) == manifestToJson(written));
+    }
+  }
 }
 
 TEST_CASE("the format option picks the emitted formats", "[split]") {
