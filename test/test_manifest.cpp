@@ -5,10 +5,14 @@
 #include <fstream>
 #include <string>
 #include <tuple>
+#include <atomic>
+#include <stdexcept>
+#include <vector>
 
 #include "manifest/manifest.h"
 #include "support/sha256.h"
 #include "support/error.h"
+#include "support/parallel.h"
 
 namespace fs = std::filesystem;
 
@@ -178,6 +182,25 @@ pipecut::Error expectInvalid(Fn fn) {
 }
 
 }  // namespace
+
+TEST_CASE("parallelFor runs every index once and rethrows the lowest failing one", "[manifest]") {
+  for (unsigned threads : {1u, 2u, 4u}) {
+    std::vector<std::atomic<int>> runs(100);
+    pipecut::support::parallelFor(runs.size(), threads, [&](size_t i) { runs[i]++; });
+    for (const auto& r : runs) CHECK(r.load() == 1);
+    // Indices 10 and 40 fail: 10 always surfaces, whichever thread met which first.
+    for (int trial = 0; trial < 20; ++trial) {
+      try {
+        pipecut::support::parallelFor(100, threads, [&](size_t i) {
+          if (i == 10 || i == 40) throw std::runtime_error("job " + std::to_string(i));
+        });
+        FAIL("no exception");
+      } catch (const std::runtime_error& e) {
+        CHECK(std::string(e.what()) == "job 10");
+      }
+    }
+  }
+}
 
 TEST_CASE("sha256 matches the FIPS 180-4 test vectors", "[manifest]") {
   CHECK(sha("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

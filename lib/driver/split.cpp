@@ -1,12 +1,9 @@
 #include "driver/split.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <functional>
-#include <thread>
 #include <vector>
 
 #include "driver/load.h"
@@ -16,9 +13,10 @@
 #include "partition/assign.h"
 #include "partition/carve.h"
 #include "partition/split_spec.h"
-#include "support/phase_times.h"
 #include "support/error.h"
 #include "support/files.h"
+#include "support/parallel.h"
+#include "support/phase_times.h"
 #include "support/progress.h"
 #include "support/sha256.h"
 #include "support/staging.h"
@@ -34,30 +32,6 @@ std::string stageName(uint32_t i) {
 }
 
 namespace {
-
-// Runs tasks on `jobs` threads; the first failing task in list order is
-// rethrown after all have stopped, so errors do not depend on timing.
-void runParallel(const std::vector<std::function<void()>>& tasks, unsigned jobs) {
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::vector<std::exception_ptr> errors(tasks.size());
-  auto work = [&] {
-    for (size_t i; !failed && (i = next++) < tasks.size();) {
-      try {
-        tasks[i]();
-      } catch (...) {
-        errors[i] = std::current_exception();
-        failed = true;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::min<size_t>(jobs, tasks.size()); ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 void writeText(const fs::path& path, const std::string& text) {
   support::HashingWriter w(path.string());
@@ -182,8 +156,7 @@ Manifest runSplit(const SplitRequest& r) {
         }
       });
     }
-    unsigned jobs = r.jobs ? r.jobs : std::max(1u, std::thread::hardware_concurrency());
-    runParallel(tasks, jobs);
+    support::parallelFor(tasks.size(), r.jobs, [&](size_t i) { tasks[i](); });
     for (const Slot& slot : slots) m.stages[slot.stage].files.push_back(slot.file);
     writeText(tmp / "manifest.json", manifestToJson(m));
     writeText(tmp / "manifest.pb", manifestToBinary(m));

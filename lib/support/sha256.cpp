@@ -5,14 +5,11 @@
 
 #include <openssl/evp.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
-#include <exception>
-#include <thread>
 
 #include "support/error.h"
+#include "support/parallel.h"
 
 namespace pipecut {
 
@@ -78,26 +75,7 @@ std::string sha256File(const std::string& path, const std::function<void(size_t)
 std::vector<std::string> sha256Files(const std::vector<std::string>& paths, unsigned threads,
                                      const std::function<void(size_t)>& progress) {
   std::vector<std::string> out(paths.size());
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max<size_t>(paths.size(), 1)));
-  std::atomic<size_t> next{0};
-  // The first failing file in `paths` order is reported, whichever thread met it.
-  std::vector<std::exception_ptr> failures(paths.size());
-  auto work = [&] {
-    for (size_t i; (i = next++) < paths.size();) {
-      try {
-        out[i] = sha256File(paths[i], progress);
-      } catch (...) {
-        failures[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  for (const auto& f : failures)
-    if (f) std::rethrow_exception(f);
+  support::parallelFor(paths.size(), threads, [&](size_t i) { out[i] = sha256File(paths[i], progress); });
   return out;
 }
 
