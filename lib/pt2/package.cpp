@@ -1,4 +1,3 @@
-#include "support/phase_times.h"
 #include "pt2/package.h"
 
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include "pt2/payload_config.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
+#include "support/phase_times.h"
 #include "support/staging.h"
 
 namespace pipecut::pt2 {

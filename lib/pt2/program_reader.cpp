@@ -2,7 +2,6 @@
 // every field is type-checked where it is read, and every refusal names its
 // JSON path. Paths are built only on error, so a 10^5-node program reads in
 // well under a second.
-#include "support/phase_times.h"
 #include "pt2/program_json.h"
 
 #include <memory>
@@ -10,6 +9,7 @@
 
 #include "pt2/json_reader.h"
 #include "support/error.h"
+#include "support/phase_times.h"
 
 namespace pipecut::pt2 {
 

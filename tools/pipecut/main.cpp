@@ -5,9 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "support/phase_times.h"
 #include "commands.h"
 #include "support/error.h"
+#include "support/phase_times.h"
 
 int main(int argc, char** argv) {
   using namespace pipecut;

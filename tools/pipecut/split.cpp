@@ -2,12 +2,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "support/phase_times.h"
 #include "commands.h"
 #include "driver/report.h"
 #include "driver/split.h"
 #include "driver/verify.h"
 #include "support/error.h"
+#include "support/phase_times.h"
 #include "support/progress.h"
 
 namespace pipecut::cli {
