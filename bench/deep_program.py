@@ -21,8 +21,10 @@ def _names_in(obj, out):
     """Collects every value name an Argument (or a list/dict of them) refers to."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if k in ("as_tensor",) and isinstance(v, dict) and "name" in v:
+            if k == "as_tensor" and isinstance(v, dict) and "name" in v:
                 out.append(v["name"])
+            elif k == "as_tensors" and isinstance(v, list):  # e.g. aten.cat's inputs
+                out.extend(t["name"] for t in v if isinstance(t, dict) and "name" in t)
             elif k == "as_name" and isinstance(v, str):
                 out.append(v)
             else:
@@ -40,6 +42,9 @@ def _rename(obj, mapping):
             if k == "as_tensor" and isinstance(v, dict) and v.get("name") in mapping:
                 v = dict(v, name=mapping[v["name"]])
                 res[k] = v
+            elif k == "as_tensors" and isinstance(v, list):
+                res[k] = [dict(t, name=mapping[t["name"]]) if isinstance(t, dict) and t.get("name") in mapping else t
+                          for t in v]
             elif k == "as_name" and isinstance(v, str) and v in mapping:
                 res[k] = mapping[v]
             else:
