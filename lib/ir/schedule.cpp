@@ -7,7 +7,6 @@
 #include <queue>
 #include <set>
 #include <string>
-#include <unordered_map>
 
 namespace pipecut::ir {
 
