@@ -51,7 +51,7 @@ Element parse(simdjson::dom::parser& parser, std::string_view text, const std::s
     invalidInput(where, "JSON nested more than " + std::to_string(parser.max_depth()) + " levels deep");
   // simdjson does not say where; nlohmann does (this path runs only on bad files).
   try {
-    (void)ir::Json::parse(text);
+    [[maybe_unused]] ir::Json parsed = ir::Json::parse(text);  // only for its error, which names the byte
   } catch (const ir::Json::parse_error& e) {
     std::string what = e.what();
     invalidInput(where, "JSON syntax error at byte " + std::to_string(e.byte) + ": " + what.substr(what.find(':') + 2));
