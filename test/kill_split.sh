@@ -91,8 +91,11 @@ kill_at() {
   [[ -e $tmp ]] && pending+=("$tmp")
   echo "[${SECONDS}s] kill -9 at $point after ${elapsed} ms: exit $rc, -o has $after stages (had $before), $( [[ -e $tmp ]] && echo "left $(basename "$tmp")" || echo "left nothing")"
 }
-# The last one leaves a temporary for the final split to remove.
-for point in delay:500 delay:2000 tmp first last manifest; do kill_at "$point"; done
+# The last one leaves a temporary for the final split to remove: `tmp`, which
+# exists from the start of the writing. (`manifest` came last until stage
+# files were written in parallel; now the split often finishes before a kill
+# there lands, leaving nothing.)
+for point in delay:500 delay:2000 first last manifest tmp; do kill_at "$point"; done
 
 # Entries a sweep must keep: a temporary named after a live process (no lock),
 # one locked by a live process (its named pid is gone), names that only look
