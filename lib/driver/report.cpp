@@ -1,6 +1,7 @@
 // What `pipecut split --preview` prints and `--dot` draws, from the manifest.
 #include "driver/report.h"
 
+#include <cstdio>
 #include <sstream>
 
 namespace pipecut::driver {
@@ -46,6 +47,29 @@ std::string previewText(const Manifest& m) {
     for (auto s : g.stages) os << " " << s;
     os << ")\n";
   }
+  return os.str();
+}
+
+std::string balanceText(const partition::BalanceResult& b) {
+  std::ostringstream os;
+  char buf[64];
+  auto cost = [&](double c) {
+    if (b.by == partition::BalanceBy::Time) std::snprintf(buf, sizeof buf, "%.3f ms", c);
+    else if (b.by == partition::BalanceBy::Flops) std::snprintf(buf, sizeof buf, "%.4g FLOPs", c);
+    else std::snprintf(buf, sizeof buf, "%.0f B", c);
+    return std::string(buf);
+  };
+  std::snprintf(buf, sizeof buf, "%.3f", b.imbalance);
+  os << "balanced by " << partition::balanceByName(b.by) << " over " << b.candidates << " cut candidates: imbalance "
+     << buf << " (heaviest / mean)\n";
+  for (size_t s = 0; s < b.stages.size(); ++s) {
+    const auto& st = b.stages[s];
+    os << "  stage " << s << ": " << cost(st.cost) << ", " << st.units << (st.units == 1 ? " unit" : " units") << " ("
+       << st.first << (st.units > 1 ? " .. " + st.last : std::string()) << ")";
+    if (s < b.cutBytes.size()) os << ", then " << b.cutBytes[s] << " B/sample cross the cut";
+    os << "\n";
+  }
+  os << "  spec: " << b.spec.canonical << "\n";
   return os.str();
 }
 

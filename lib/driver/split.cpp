@@ -72,8 +72,47 @@ StageFile writeStageFile(const fs::path& dir, const std::string& file, const std
 
 }  // namespace
 
-Manifest runSplit(const SplitRequest& r) {
-  partition::SplitSpec spec = partition::readSplitSpec(r.spec);
+namespace {
+
+// The spec the balancer chooses, in place of a file.
+partition::SplitSpec balancedSpec(const SplitRequest& r, const pt2::Package& pkg, const ir::ModuleTree& tree,
+                                  partition::BalanceResult* balanced) {
+  support::ScopedPhase phase("balance");
+  partition::CostProfile profile;
+  partition::BalanceRequest br;
+  br.stages = r.stages;
+  br.by = r.balanceBy;
+  if (r.balanceBy == partition::BalanceBy::Time) {
+    if (r.costProfile.empty()) throw Error(ErrorKind::Usage, "", "--cost", "--balance time needs --cost PROFILE.json");
+    profile = partition::readCostProfile(r.costProfile);
+    // Node names repeat across models (every Llama has a linear_3): only the
+    // hash tells that the times were measured on this very program.
+    std::string hash = sha256File(r.model);
+    if (profile.sourceSha256 != hash)
+      throw Error(ErrorKind::InvalidInput, r.costProfile, "source_sha256",
+                  "the profile was measured on another model (" + profile.sourceModel + ", sha256 " +
+                      profile.sourceSha256.substr(0, 12) + "...), not " + r.model + " (sha256 " + hash.substr(0, 12) +
+                      "...)");
+    br.profile = &profile;
+  }
+  partition::BalanceResult result;
+  try {
+    result = partition::balance(pkg, tree, br);
+  } catch (const Error& e) {
+    if (!e.file().empty()) throw;
+    e.rethrowWithFile(r.model);
+  }
+  partition::SplitSpec spec = result.spec;
+  if (balanced) *balanced = std::move(result);
+  return spec;
+}
+
+}  // namespace
+
+Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
+  const bool balancing = r.stages > 0;
+  partition::SplitSpec spec;
+  if (!balancing) spec = partition::readSplitSpec(r.spec);
   LoadOptions load;
   load.moduleContiguous = true;
   load.verifyEach = r.verifyEach;
@@ -85,6 +124,7 @@ Manifest runSplit(const SplitRequest& r) {
   } catch (const Error& e) {
     e.rethrowWithFile(r.model);
   }
+  if (balancing) spec = balancedSpec(r, pkg, tree, balanced);
   partition::Carving carving;
   try {
     support::ScopedPhase phase("assign and carve");
@@ -94,7 +134,7 @@ Manifest runSplit(const SplitRequest& r) {
     co.programs = !r.preview;  // a preview reports the cut; it builds no stage program
     carving = partition::carve(pkg, assignment, co);
   } catch (const Error& e) {
-    throw Error(e.kind(), r.spec, e.where(), e.message());
+    throw Error(e.kind(), balancing ? r.model : r.spec, e.where(), e.message());
   }
   Manifest& m = carving.manifest;
   m.sourceModel = fs::path(r.model).filename().string();

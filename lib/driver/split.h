@@ -4,12 +4,17 @@
 #include <string>
 
 #include "manifest/manifest.h"
+#include "partition/balance.h"
 
 namespace pipecut::driver {
 
 struct SplitRequest {
   std::string model;    // the .pt2
-  std::string spec;     // split spec file
+  std::string spec;     // split spec file (unless balancing)
+  // Automatic balancing instead of a spec: `stages` > 0 and a cost.
+  int stages = 0;
+  partition::BalanceBy balanceBy = partition::BalanceBy::Params;
+  std::string costProfile;  // --balance time: pipecut-run --profile output
   std::string output;   // directory (replaced atomically); unused by a preview
   bool torchscript = true;
   bool pt2 = true;
@@ -24,9 +29,10 @@ struct SplitRequest {
   bool exitsAfter = false;
 };
 
-// The manifest of the split (written to `output` unless previewing).
-// Throws pipecut::Error naming the model, spec or node at fault.
-Manifest runSplit(const SplitRequest& request);
+// The manifest of the split (written to `output` unless previewing); with
+// balancing, also what the balancer chose (into `balanced` when given).
+// Throws pipecut::Error naming the model, spec, profile or node at fault.
+Manifest runSplit(const SplitRequest& request, partition::BalanceResult* balanced = nullptr);
 
 // "stage_000", ...
 std::string stageName(uint32_t index);

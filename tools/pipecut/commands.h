@@ -21,6 +21,9 @@ int runNormalize(const NormalizeOptions& o);
 struct SplitOptions {
   std::string model;
   std::string spec;
+  int stages = 0;            // with balance: automatic cuts instead of --spec
+  std::string balance;       // params, flops, time
+  std::string cost;          // --balance time: the profile
   std::string output;
   std::string formats = "torchscript,pt2";
   bool noRecompute = false;

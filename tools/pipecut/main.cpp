@@ -35,7 +35,16 @@ int main(int argc, char** argv) {
   auto* spl = app.add_subcommand("split", "Cut a .pt2 into pipeline stages: one TorchScript (.pt) and one .pt2 module per "
                                           "stage plus a manifest of which value flows where");
   spl->add_option("model", split.model, "the .pt2 file")->required();
-  spl->add_option("--spec", split.spec, "split spec (JSON): split_points, stages or split_after_nodes")->required();
+  auto* splSpec = spl->add_option("--spec", split.spec, "split spec (JSON): split_points, stages or split_after_nodes");
+  auto* splStages = spl->add_option("--stages", split.stages, "cut automatically into N stages (with --balance; no --spec)");
+  auto* splBalance = spl->add_option("--balance", split.balance,
+                                     "what --stages balances: params (parameter and buffer bytes), flops (counted "
+                                     "from the graph's shapes) or time (measured: --cost)");
+  auto* splCost = spl->add_option("--cost", split.cost, "--balance time: the profile written by pipecut-run --profile");
+  splSpec->excludes(splStages);
+  splStages->needs(splBalance);
+  splBalance->needs(splStages);
+  splCost->needs(splBalance);
   auto* splOut = spl->add_option("-o,--output", split.output, "output directory (replaced atomically)");
   spl->add_option("--format", split.formats, "comma-separated: torchscript, pt2")->capture_default_str();
   spl->add_flag("--no-recompute", split.noRecompute,
@@ -56,6 +65,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (spl->parsed() && !split.preview && split.output.empty())
       throw CLI::RequiredError(splOut->get_name() + " (or --preview)");
+    if (spl->parsed() && split.spec.empty() && splStages->count() == 0)
+      throw CLI::RequiredError("--spec (or --stages N --balance params|flops|time)");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

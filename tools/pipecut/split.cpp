@@ -23,6 +23,17 @@ int runSplit(const SplitOptions& o) {
   }
   r.model = o.model;
   r.spec = o.spec;
+  partition::BalanceResult balanced;
+  if (!o.balance.empty()) {
+    r.balanceBy = partition::parseBalanceBy(o.balance);
+    if (o.stages < 1) throw Error(ErrorKind::InvalidInput, "", "--stages", "needs at least 1 stage, got " + std::to_string(o.stages));
+    r.stages = o.stages;
+    if (r.balanceBy == partition::BalanceBy::Time && o.cost.empty())
+      throw Error(ErrorKind::Usage, "", "--cost", "--balance time needs --cost PROFILE.json (pipecut-run DIR --profile)");
+    if (r.balanceBy != partition::BalanceBy::Time && !o.cost.empty())
+      throw Error(ErrorKind::Usage, "", "--cost", "a profile is for --balance time only");
+    r.costProfile = o.cost;
+  }
   r.output = o.output;
   r.recompute = !o.noRecompute;
   r.verifyEach = o.verifyEach;
@@ -31,7 +42,8 @@ int runSplit(const SplitOptions& o) {
   r.jobs = o.jobs;
   r.progress = !o.quiet && support::stderrIsTerminal();
   r.exitsAfter = true;  // main returns right after
-  Manifest m = driver::runSplit(r);
+  Manifest m = driver::runSplit(r, &balanced);
+  if (r.stages > 0) std::cout << driver::balanceText(balanced);
   if (o.preview) {
     support::ScopedPhase phase("report");
     std::cout << driver::previewText(m) << std::flush;

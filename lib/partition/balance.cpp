@@ -1,0 +1,371 @@
+#include "partition/balance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "partition/assign.h"
+#include "partition/flops.h"
+#include "partition/min_max.h"
+#include "support/error.h"
+
+namespace pipecut::partition {
+
+namespace {
+
+bool pathIn(const std::string& p, const std::string& module) {
+  if (module.empty()) return true;
+  return p == module || (p.size() > module.size() && p.compare(0, module.size(), module) == 0 && p[module.size()] == '.');
+}
+
+// "a.b.c" -> "a", "a.b", "a.b.c" (the root "" excluded).
+template <class F> void forEachPrefix(const std::string& path, F&& f) {
+  if (path.empty()) return;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) f(path.substr(0, dot));
+  f(path);
+}
+
+void collectBodyPaths(const ir::Graph& g, std::vector<const std::string*>& out) {
+  for (const auto& n : g.nodes) {
+    if (n->isHigherOrder()) {
+      for (const ir::Graph* sub : n->subgraphs()) collectBodyPaths(*sub, out);
+    } else {
+      out.push_back(&n->modulePath());
+    }
+  }
+}
+
+// Where each module's nodes start and end among the top-level nodes (as
+// `nodeInModule` sees them, so that BEGINNING/END land exactly there), and
+// which modules a cut may not name because a higher-order op's body holds
+// only part of them.
+struct ModuleSpans {
+  std::unordered_map<std::string, std::pair<size_t, size_t>> span;  // first, last node
+  std::set<std::string> uncuttable;
+
+  explicit ModuleSpans(const ir::Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = *g.nodes[i];
+      std::set<std::string> paths;
+      forEachPrefix(n.modulePath(), [&](std::string p) { paths.insert(std::move(p)); });
+      if (n.isHigherOrder()) {
+        std::vector<const std::string*> body;
+        for (const ir::Graph* sub : n.subgraphs()) collectBodyPaths(*sub, body);
+        std::map<std::string, size_t> inside;
+        for (const std::string* p : body) forEachPrefix(*p, [&](std::string m) { inside[std::move(m)]++; });
+        for (const auto& [m, count] : inside) {
+          paths.insert(m);
+          if (count < body.size() && !pathIn(n.modulePath(), m)) uncuttable.insert(m);
+        }
+      }
+      for (const std::string& p : paths) {
+        auto [it, fresh] = span.try_emplace(p, i, i);
+        if (!fresh) it->second.second = i;
+      }
+    }
+  }
+};
+
+bool isNumbered(const std::string& path) {
+  size_t dot = path.rfind('.');
+  std::string last = dot == std::string::npos ? path : path.substr(dot + 1);
+  return !last.empty() && std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The starting granularity: the children of the largest list of numbered
+// modules, and the siblings of every module on the path to it.
+std::vector<std::string> repeatingGranularity(const ir::ModuleTree& tree) {
+  const ir::ModuleInfo* list = nullptr;
+  for (const auto& [m, depth] : tree.preorder()) {
+    if (m->children.size() < 2 || !std::all_of(m->children.begin(), m->children.end(), isNumbered)) continue;
+    if (!list || m->children.size() > list->children.size()) list = m;
+  }
+  std::set<std::string> spine{""};
+  if (list)
+    for (std::string p = list->path; !p.empty(); p = ir::parentPath(p)) spine.insert(p);
+  std::vector<std::string> units;
+  for (const auto& [m, depth] : tree.preorder()) {
+    if (!spine.count(m->path)) continue;
+    for (const std::string& c : m->children)
+      if (!spine.count(c)) units.push_back(c);
+  }
+  return units;
+}
+
+// Per-node costs, and range costs over node positions.
+class NodeCosts {
+ public:
+  NodeCosts(const pt2::Package& pkg, const BalanceRequest& r) : n_(pkg.program.graph.nodes.size()) {
+    const ir::Graph& g = pkg.program.graph;
+    prefix_.assign(n_ + 1, 0);
+    if (r.by == BalanceBy::Params) {
+      // A lifted tensor read by one node adds to that node; one read by
+      // several (tied weights, shared constants) counts once per range that
+      // reads it, as every stage holding it stores a copy.
+      std::unordered_map<const ir::Value*, uint64_t> bytes;
+      for (const auto& s : pkg.program.inputSpecs)
+        if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
+            s.kind == ir::InputKind::TensorConstant)
+          if (const ir::Value* v = s.arg.value()) bytes[v] = pkg.tensorBytes(s.target);
+      std::unordered_map<const ir::Value*, std::vector<size_t>> readers;
+      for (size_t i = 0; i < n_; ++i)
+        g.nodes[i]->forEachInputValue([&](const ir::Value* v) {
+          if (!bytes.count(v)) return;
+          auto& list = readers[v];
+          if (list.empty() || list.back() != i) list.push_back(i);
+        });
+      std::vector<double> own(n_, 0);
+      for (auto& [v, list] : readers) {
+        if (list.size() == 1) own[list[0]] += static_cast<double>(bytes[v]);
+        else shared_.push_back({static_cast<double>(bytes[v]), std::move(list)});
+      }
+      std::sort(shared_.begin(), shared_.end(), [](const Shared& a, const Shared& b) { return a.readers < b.readers; });
+      for (size_t i = 0; i < n_; ++i) prefix_[i + 1] = prefix_[i] + own[i];
+      return;
+    }
+    for (size_t i = 0; i < n_; ++i) {
+      const ir::Node& node = *g.nodes[i];
+      double c = 0;
+      if (r.by == BalanceBy::Flops) {
+        try {
+          c = nodeFlops(node);
+        } catch (const Error& e) {
+          invalidInput("node '" + node.label() + "'", e.message());
+        }
+      } else {
+        auto it = r.profile->ms.find(node.label());
+        if (it == r.profile->ms.end())
+          throw Error(ErrorKind::InvalidInput, r.profile->file, "nodes",
+                      "no time for node '" + node.label() + "' (module " +
+                          (node.modulePath().empty() ? std::string("(root)") : node.modulePath()) +
+                          "); profile the one-stage split of this very model (pipecut-run DIR --profile)");
+        c = it->second;
+      }
+      prefix_[i + 1] = prefix_[i] + c;
+    }
+  }
+
+  // Cost of nodes [a, b).
+  double range(size_t a, size_t b) const {
+    double c = prefix_[b] - prefix_[a];
+    for (const Shared& s : shared_) {
+      auto it = std::lower_bound(s.readers.begin(), s.readers.end(), a);
+      if (it != s.readers.end() && *it < b) c += s.bytes;
+    }
+    return c;
+  }
+
+ private:
+  struct Shared {
+    double bytes;
+    std::vector<size_t> readers;  // ascending node positions
+  };
+  size_t n_;
+  std::vector<double> prefix_;
+  std::vector<Shared> shared_;
+};
+
+// Bytes per sample (at the example shapes) of the values live across each
+// position: produced before it and read at or after it.
+std::vector<uint64_t> liveBytes(const ir::Graph& g) {
+  const size_t n = g.nodes.size();
+  std::unordered_map<const ir::Value*, size_t> lastUse;
+  for (size_t i = 0; i < n; ++i) g.nodes[i]->forEachInputValue([&](const ir::Value* v) { lastUse[v] = i; });
+  std::vector<int64_t> diff(n + 2, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *g.nodes[i];
+    node.forEachOutputValue([&](const ir::Value* v) {
+      auto it = lastUse.find(v);
+      if (it == lastUse.end() || it->second <= i || !v->meta) return;
+      const ir::DTypeInfo* d = ir::dtypeInfo(v->meta->dtype);
+      uint64_t bytes = d ? static_cast<uint64_t>(d->itemSize) : 0;
+      for (size_t k = 1; k < v->meta->sizes.size(); ++k) {
+        const ir::SymInt& s = v->meta->sizes[k];
+        int64_t size = s.value;
+        if (s.isExpr) size = s.hint.is_object() && s.hint.contains("as_int") ? s.hint["as_int"].get<int64_t>() : 1;
+        bytes *= static_cast<uint64_t>(std::max<int64_t>(size, 0));
+      }
+      diff[i + 1] += static_cast<int64_t>(bytes);
+      diff[it->second + 1] -= static_cast<int64_t>(bytes);
+    });
+  }
+  std::vector<uint64_t> live(n + 1, 0);
+  int64_t run = 0;
+  for (size_t p = 0; p <= n; ++p) {
+    run += diff[p];
+    live[p] = static_cast<uint64_t>(run);
+  }
+  return live;
+}
+
+// A candidate cut position and the split points that name it.
+struct Candidate {
+  size_t position;
+  std::vector<SplitPoint> spellings;  // BEGINNING spellings first
+};
+
+std::vector<Candidate> candidatesFor(const std::vector<std::string>& units, const ModuleSpans& spans, size_t n) {
+  std::map<size_t, Candidate> at;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const std::string& m : units) {
+      auto it = spans.span.find(m);
+      if (it == spans.span.end() || spans.uncuttable.count(m)) continue;
+      size_t p = pass == 0 ? it->second.first : it->second.second + 1;
+      if (p == 0 || p >= n) continue;
+      Candidate& c = at[p];
+      c.position = p;
+      c.spellings.push_back({m, pass == 0 ? SplitWhere::Beginning : SplitWhere::End});
+    }
+  std::vector<Candidate> out;
+  for (auto& [p, c] : at) out.push_back(std::move(c));
+  return out;
+}
+
+// The unit module a node position belongs to, for reports.
+std::string unitLabel(const ir::Node& node, const std::vector<std::string>& units) {
+  for (const std::string& u : units)
+    if (pathIn(node.modulePath(), u)) return u;
+  return node.modulePath().empty() ? "(root)" : node.modulePath();
+}
+
+// Split points for the chosen cut positions; split_after_nodes when two cuts
+// would need the same module as a key.
+SplitSpec specFor(const std::vector<const Candidate*>& cuts, const ir::Graph& g) {
+  nlohmann::ordered_json points = nlohmann::ordered_json::object();
+  bool clash = false;
+  for (const Candidate* c : cuts) {
+    const SplitPoint* pick = nullptr;
+    for (const SplitPoint& sp : c->spellings)
+      if (!points.contains(sp.module)) {
+        pick = &sp;
+        break;
+      }
+    if (!pick) {
+      clash = true;
+      break;
+    }
+    points[pick->module] = pick->where == SplitWhere::Beginning ? "BEGINNING" : "END";
+  }
+  nlohmann::ordered_json spec = nlohmann::ordered_json::object();
+  if (!clash) {
+    spec["split_points"] = points;
+  } else {
+    spec["split_after_nodes"] = nlohmann::ordered_json::array();
+    for (const Candidate* c : cuts) spec["split_after_nodes"].push_back(g.nodes[c->position - 1]->label());
+  }
+  return parseSplitSpec(spec.dump(), "--balance");
+}
+
+}  // namespace
+
+BalanceBy parseBalanceBy(const std::string& text) {
+  if (text == "params") return BalanceBy::Params;
+  if (text == "flops") return BalanceBy::Flops;
+  if (text == "time") return BalanceBy::Time;
+  throw Error(ErrorKind::Usage, "", "--balance", "unknown cost '" + text + "' (params, flops, time)");
+}
+
+const char* balanceByName(BalanceBy by) {
+  switch (by) {
+    case BalanceBy::Params: return "params";
+    case BalanceBy::Flops: return "flops";
+    case BalanceBy::Time: return "time";
+  }
+  return "";
+}
+
+BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const BalanceRequest& r) {
+  const ir::Graph& g = pkg.program.graph;
+  const size_t n = g.nodes.size();
+  if (r.stages < 1) invalidInput("--stages", "needs at least 1 stage, got " + std::to_string(r.stages));
+  if (r.by == BalanceBy::Time && !r.profile) invalidInput("--cost", "--balance time needs a profile (--cost FILE)");
+  if (n == 0) invalidInput("graph", "the program has no nodes to split");
+  const size_t P = static_cast<size_t>(r.stages);
+
+  ModuleSpans spans(g);
+  NodeCosts costs(pkg, r);
+  const double fair = costs.range(0, n) / static_cast<double>(P);
+
+  // Refine: a unit heavier than a fair stage, or every unit while there are
+  // too few candidates, gives way to its children.
+  std::vector<std::string> units = repeatingGranularity(tree);
+  std::vector<Candidate> cands;
+  for (;;) {
+    cands = candidatesFor(units, spans, n);
+    bool tooFew = cands.size() + 1 < P;
+    std::vector<std::string> next;
+    bool changed = false;
+    for (const std::string& u : units) {
+      const ir::ModuleInfo* info = tree.find(u);
+      auto it = spans.span.find(u);
+      bool heavy = it != spans.span.end() && costs.range(it->second.first, it->second.second + 1) > fair;
+      bool hasChildren = info && std::any_of(info->children.begin(), info->children.end(),
+                                             [&](const std::string& c) { return spans.span.count(c) > 0; });
+      if ((tooFew || heavy) && hasChildren && !spans.uncuttable.count(u)) {
+        next.insert(next.end(), info->children.begin(), info->children.end());
+        changed = true;
+      } else {
+        next.push_back(u);
+      }
+    }
+    if (!changed) break;
+    units = std::move(next);
+  }
+  if (cands.size() + 1 < P)
+    invalidInput("--stages", std::to_string(P) + " stages need " + std::to_string(P - 1) +
+                                 " cuts, but the model has only " + std::to_string(cands.size()) +
+                                 " cut candidates (module-call boundaries, down to single modules)");
+
+  // Units are the node ranges between candidate positions.
+  std::vector<size_t> start{0};
+  for (const Candidate& c : cands) start.push_back(c.position);
+  const size_t K = start.size();
+  auto unitEnd = [&](size_t u) { return u + 1 < K ? start[u + 1] : n; };
+  std::vector<uint64_t> live = liveBytes(g);
+  std::vector<double> cutWeight(K, 0);
+  for (size_t u = 1; u < K; ++u) cutWeight[u] = static_cast<double>(live[start[u]]);
+  Partition best = partitionMinMax(
+      K, P, [&](size_t a, size_t b) { return costs.range(start[a], b < K ? start[b] : n); }, cutWeight);
+
+  BalanceResult out;
+  out.by = r.by;
+  out.unit = r.by == BalanceBy::Params ? "bytes" : r.by == BalanceBy::Flops ? "FLOPs" : "ms";
+  out.candidates = cands.size();
+  std::vector<const Candidate*> chosen;
+  std::vector<size_t> bounds{0};
+  for (size_t c : best.cuts) {
+    chosen.push_back(&cands[c - 1]);
+    bounds.push_back(c);
+    out.cutBytes.push_back(live[start[c]]);
+  }
+  bounds.push_back(K);
+  double maxCost = 0, sum = 0;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    BalanceStage st;
+    st.cost = costs.range(start[bounds[s]], bounds[s + 1] < K ? start[bounds[s + 1]] : n);
+    st.units = bounds[s + 1] - bounds[s];
+    st.first = unitLabel(*g.nodes[start[bounds[s]]], units);
+    st.last = unitLabel(*g.nodes[unitEnd(bounds[s + 1] - 1) - 1], units);
+    maxCost = std::max(maxCost, st.cost);
+    sum += st.cost;
+    out.stages.push_back(st);
+  }
+  out.imbalance = sum > 0 ? maxCost / (sum / static_cast<double>(P)) : 1;
+  out.spec = P == 1 ? parseSplitSpec("{\"split_points\": {}}", "--balance") : specFor(chosen, g);
+
+  // The spec must reproduce these very cuts when read back like a user's.
+  Assignment a = assignStages(pkg.program, out.spec, tree);
+  for (size_t s = 1; s + 1 < bounds.size(); ++s) {
+    size_t p = start[bounds[s]];
+    if (a.stageOf[p] != static_cast<int>(s) || a.stageOf[p - 1] != static_cast<int>(s) - 1)
+      internalError("--balance", "the split spec " + out.spec.canonical + " does not reproduce cut " + std::to_string(s));
+  }
+  return out;
+}
+
+}  // namespace pipecut::partition

@@ -1,0 +1,68 @@
+#pragma once
+// Automatic balancing: `pipecut split --stages N --balance params|flops|time`.
+//
+// Cut candidates are the module-call boundaries at the granularity where the
+// model repeats: the children of its largest list of numbered modules (the
+// layers), plus the modules before and after them along the path to that list
+// (embedding, final norm, LM head). A unit heavier than a fair stage
+// (total / N), or too few candidates for N stages, refines to the unit's own
+// children. Every candidate is a position a split point names exactly
+// ("M": BEGINNING or END), never inside a higher-order op's body, so the
+// result is an ordinary split spec that reproduces the cut by hand.
+//
+// The partition minimizes the heaviest stage exactly and, among optimal ones,
+// the bytes per sample crossing the cuts (see partition/min_max.h).
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/module_tree.h"
+#include "partition/split_spec.h"
+#include "pt2/package.h"
+
+namespace pipecut::partition {
+
+enum class BalanceBy { Params, Flops, Time };
+
+// A measured profile (`pipecut-run DIR --profile FILE` of a one-stage split):
+// milliseconds per top-level node, keyed by node name.
+struct CostProfile {
+  std::string file;
+  std::string sourceModel, sourceSha256, device;
+  std::unordered_map<std::string, double> ms;
+};
+// Throws pipecut::Error (InvalidInput) naming `path` and the field at fault.
+CostProfile readCostProfile(const std::string& path);
+
+struct BalanceStage {
+  double cost = 0;                 // in BalanceResult::unit
+  std::string first, last;         // the first and last unit (module path, "(root)" for glue)
+  size_t units = 0;
+};
+
+struct BalanceResult {
+  BalanceBy by = BalanceBy::Params;
+  std::string unit;                // "bytes", "FLOPs", "ms"
+  SplitSpec spec;                  // the chosen cuts as split_points
+  std::vector<BalanceStage> stages;
+  std::vector<uint64_t> cutBytes;  // per cut: bytes per sample crossing it
+  size_t candidates = 0;           // cut candidates considered
+  double imbalance = 1;            // heaviest stage / mean stage
+};
+
+struct BalanceRequest {
+  int stages = 1;
+  BalanceBy by = BalanceBy::Params;
+  const CostProfile* profile = nullptr;  // BalanceBy::Time
+};
+
+// `program` is normalized with module calls contiguous (as split needs).
+// Throws pipecut::Error (InvalidInput): N < 1, more stages than candidates + 1,
+// a node the profile lacks, a FLOP count that needs an unknown size.
+BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const BalanceRequest& request);
+
+BalanceBy parseBalanceBy(const std::string& text);  // throws Usage for anything else
+const char* balanceByName(BalanceBy by);
+
+}  // namespace pipecut::partition

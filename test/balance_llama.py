@@ -1,0 +1,146 @@
+"""`pipecut split --stages N --balance params|flops|time` end to end on a Llama
+whose vocabulary outweighs its layers (vocab 32000, hidden 256, 12 layers):
+the embedding and the LM head each weigh about 8 layers.
+
+Checks: --balance params reaches the optimum of a brute force over the same
+module boundaries and beats the even split by layers; the chosen cuts are an
+ordinary split spec that reproduces the split by hand; the stages compute
+what PyTorch computes; --balance flops and time put the LM head (the heaviest
+matmul by far) nearly alone; and every bad request exits as documented.
+Usage: balance_llama.py PIPECUT PIPECUT_RUN OUT
+"""
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from refio import write_ref  # noqa: E402
+from tiny_llama import llama_config, logits_model  # noqa: E402
+
+pipecut, runner, out = sys.argv[1:4]
+os.makedirs(out, exist_ok=True)
+failures = []
+
+
+def run(*args, want=0, contains=()):
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    text = p.stdout + p.stderr
+    if p.returncode != want or any(c not in text for c in contains):
+        failures.append(f"{' '.join(map(str, args))}: exit {p.returncode} (wanted {want}), output:\n{text[-2000:]}")
+    return text
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+torch.manual_seed(0)
+cfg = llama_config(layers=12, hidden=256, intermediate=512, heads=4, kv_heads=2, vocab=32000, max_positions=64)
+model = logits_model(cfg).eval()
+ids = torch.randint(0, 32000, (2, 16), dtype=torch.int64, generator=torch.Generator().manual_seed(1))
+pt2 = os.path.join(out, "llama_vocab.pt2")
+torch.export.save(torch.export.export(model, (ids,)), pt2)
+with torch.no_grad():
+    ref_out = model(ids)
+ref = os.path.join(out, "llama_vocab.ref.safetensors")
+write_ref(ref, [ids], [ref_out], {"model": "llama_vocab"})
+
+# The brute force's units: every module the balancer may cut around, in order.
+blocks = ["model.embed_tokens", "model.rotary_emb"] + [f"model.layers.{i}" for i in range(12)] + ["model.norm", "lm_head"]
+tensors = dict(model.named_parameters())
+tensors.update(dict(model.named_buffers()))
+block_bytes = [sum(t.numel() * t.element_size() for n, t in tensors.items() if n.startswith(b + ".")) for b in blocks]
+
+
+def heaviest(cuts):
+    edges = [0, *cuts, len(blocks)]
+    return max(sum(block_bytes[a:b]) for a, b in zip(edges, edges[1:]))
+
+
+def stage_costs(text):
+    return [float(m.group(2)) for m in re.finditer(r"^  stage (\d+): ([0-9.e+]+) (?:B|ms|FLOPs),", text, re.M)]
+
+
+for n in (2, 3, 4):
+    text = run(pipecut, "split", pt2, "--stages", n, "--balance", "params", "--preview")
+    got = max(stage_costs(text) or [0])
+    best = min(heaviest(c) for c in itertools.combinations(range(1, len(blocks)), n - 1))
+    check(got == best, f"--balance params into {n}: heaviest stage {got} B, brute force finds {best} B\n{text}")
+    # torchtitan's default: the layers dealt evenly, embedding first, head last.
+    per = 12 // n
+    even = [2 + per * k for k in range(1, n)]
+    if n > 2 or heaviest(even) > best:  # with 2 stages the even split happens to be optimal here
+        check(best < heaviest(even), f"--balance params into {n} does not beat the even split ({best} vs {heaviest(even)})")
+    print(f"params, {n} stages: heaviest {got / 2**20:.2f} MiB (brute force {best / 2**20:.2f}, even by layers "
+          f"{heaviest(even) / 2**20:.2f})")
+
+# A real split: its spec, given back by hand, reproduces the very same manifest.
+bal = os.path.join(out, "balanced4")
+run(pipecut, "split", pt2, "--stages", 4, "--balance", "params", "-o", bal, "-q")
+with open(os.path.join(bal, "manifest.json")) as f:
+    spec = json.load(f)["splitSpec"]
+check("split_points" in json.loads(spec), f"the balanced spec is not split points: {spec}")
+spec_file = os.path.join(out, "balanced4.json")
+with open(spec_file, "w") as f:
+    f.write(spec)
+byhand = os.path.join(out, "byhand4")
+run(pipecut, "split", pt2, "--spec", spec_file, "-o", byhand, "-q")
+for name in ("manifest.json", "manifest.pb", "stage_000.pt", "stage_003.pt2"):
+    with open(os.path.join(bal, name), "rb") as a, open(os.path.join(byhand, name), "rb") as b:
+        check(a.read() == b.read(), f"{name} differs between --balance and its spec given by hand")
+run(runner, bal, "--inputs", ref, "--check", ref, "-q")
+
+# FLOPs: the head's 2 x 32000 x 256 per token is ~10 layers' worth.
+text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "flops", "--preview")
+m = re.search(r"^  stage 1: .*\((\S+)", text, re.M)
+check(m and m.group(1) in ("model.layers.11", "model.norm", "lm_head"),
+      f"--balance flops into 2 should leave the head nearly alone:\n{text}")
+
+# Time: profile the one-stage split, balance by it.
+whole = os.path.join(out, "whole")
+spec_whole = os.path.join(out, "whole.json")
+with open(spec_whole, "w") as f:
+    f.write("{}")
+run(pipecut, "split", pt2, "--spec", spec_whole, "-o", whole, "-q")
+profile = os.path.join(out, "profile.json")
+run(runner, whole, "--profile", profile, "--inputs", ref, "--threads", 1, "--iterations", 5, "-q")
+text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", profile, "--preview")
+costs = stage_costs(text)
+check(len(costs) == 2, f"--balance time printed no stage costs:\n{text}")
+m = re.search(r"^  stage 1: .*\((\S+)", text, re.M)
+check(m and m.group(1).startswith(("model.layers.", "model.norm", "lm_head")), f"--balance time:\n{text}")
+print("time, 2 stages:", " / ".join(f"{c:.3f} ms" for c in costs))
+
+# Bad requests.
+with open(profile) as f:
+    prof = json.load(f)
+other = dict(prof, source_sha256="0" * 64)
+bad = os.path.join(out, "other_model.json")
+with open(bad, "w") as f:
+    json.dump(other, f)
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad, "--preview", want=2,
+    contains=(bad, "source_sha256", "measured on another model"))
+missing = dict(prof, nodes=prof["nodes"][:-1])
+with open(bad, "w") as f:
+    json.dump(missing, f)
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad, "--preview", want=2,
+    contains=(bad, f"no time for node '{prof['nodes'][-1]['name']}'"))
+run(pipecut, "split", pt2, "--stages", 0, "--balance", "params", "--preview", want=2, contains=("--stages", "at least 1"))
+run(pipecut, "split", pt2, "--stages", 500, "--balance", "params", "--preview", want=2,
+    contains=(pt2, "500 stages need 499 cuts"))
+run(pipecut, "split", pt2, "--stages", 2, "--preview", want=1, contains=("--balance",))
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "speed", "--preview", want=1, contains=("speed",))
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--preview", want=1, contains=("--cost",))
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "params", "--spec", spec_whole, "--preview", want=1)
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print("balance_llama: ok")

@@ -1,0 +1,206 @@
+// Automatic balancing: the exact partitioner against brute force, and the
+// balancer's costs against what carving actually places in each stage.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include "driver/load.h"
+#include "ir/module_tree.h"
+#include "partition/assign.h"
+#include "partition/balance.h"
+#include "partition/carve.h"
+#include "partition/min_max.h"
+#include "support/error.h"
+#include "test_util.h"
+
+using namespace pipecut;
+
+namespace {
+
+// Every way to cut K units into P ranges: the least heaviest range, then the
+// least cut weight, then the lexicographically smallest cuts.
+partition::Partition bruteForce(size_t K, size_t P, const partition::RangeCost& cost, const std::vector<double>& w) {
+  partition::Partition best;
+  bool have = false;
+  std::vector<size_t> cuts;
+  std::function<void(size_t)> rec = [&](size_t from) {
+    if (cuts.size() == P - 1) {
+      double mx = 0, weight = 0;
+      size_t a = 0;
+      for (size_t c : cuts) {
+        mx = std::max(mx, cost(a, c));
+        weight += w[c];
+        a = c;
+      }
+      mx = std::max(mx, cost(a, K));
+      bool better = !have || mx < best.maxCost || (mx == best.maxCost && weight < best.cutWeight) ||
+                    (mx == best.maxCost && weight == best.cutWeight && cuts < best.cuts);
+      if (better) best = {cuts, mx, weight}, have = true;
+      return;
+    }
+    for (size_t c = from; c < K; ++c) {
+      cuts.push_back(c);
+      rec(c + 1);
+      cuts.pop_back();
+    }
+  };
+  rec(1);
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("the min-max partitioner finds what brute force finds", "[balance]") {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 3000; ++trial) {
+    size_t K = 1 + rng() % 10, P = 1 + rng() % K;
+    // Small integers: many ties, in the maximum and in the cut weights.
+    std::vector<double> unit(K), w(K, 0);
+    for (auto& c : unit) c = static_cast<double>(rng() % 12);
+    for (size_t c = 1; c < K; ++c) w[c] = static_cast<double>(rng() % 5);
+    // Half the trials add a "tied tensor": a weight read by two units that
+    // counts once in each range holding either, as a union cost does.
+    bool tied = trial % 2 == 1;
+    size_t t1 = rng() % K, t2 = rng() % K;
+    double tiedBytes = static_cast<double>(rng() % 20);
+    partition::RangeCost cost = [&](size_t a, size_t b) {
+      double s = 0;
+      for (size_t u = a; u < b; ++u) s += unit[u];
+      if (tied && ((t1 >= a && t1 < b) || (t2 >= a && t2 < b))) s += tiedBytes;
+      return s;
+    };
+    partition::Partition got = partition::partitionMinMax(K, P, cost, w);
+    partition::Partition want = bruteForce(K, P, cost, w);
+    INFO("trial " << trial << " K=" << K << " P=" << P);
+    REQUIRE(got.maxCost == want.maxCost);
+    REQUIRE(got.cutWeight == want.cutWeight);
+    REQUIRE(got.cuts == want.cuts);
+  }
+}
+
+namespace {
+
+struct Loaded {
+  pt2::Package pkg;
+  ir::ModuleTree tree;
+};
+
+Loaded load(const std::string& name) {
+  driver::LoadOptions o;
+  o.moduleContiguous = true;
+  Loaded l{driver::loadNormalized(test::fixture(name), o), {}};
+  l.tree = ir::ModuleTree::build(l.pkg.program, l.pkg.liftedTensorBytes());
+  return l;
+}
+
+// Parameter bytes per stage as carving places them (no recomputed copies).
+std::vector<uint64_t> carvedBytes(const Loaded& l, const partition::SplitSpec& spec) {
+  partition::Assignment a = partition::assignStages(l.pkg.program, spec, l.tree);
+  partition::CarveOptions co;
+  co.recompute = false;
+  co.programs = false;
+  partition::Carving c = partition::carve(l.pkg, a, co);
+  std::vector<uint64_t> out;
+  for (const auto& st : c.manifest.stages) out.push_back(st.parameterBytes);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("--balance params costs what carving places, tied weights in every stage", "[balance]") {
+  for (const char* name : {"llama_tiny", "gpt2_tied", "cnn_bn"}) {
+    Loaded l = load(name);
+    for (int stages : {2, 3}) {
+      partition::BalanceRequest r;
+      r.stages = stages;
+      r.by = partition::BalanceBy::Params;
+      partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
+      INFO(name << " into " << stages << ": " << b.spec.canonical);
+      REQUIRE(b.stages.size() == static_cast<size_t>(stages));
+      std::vector<uint64_t> carved = carvedBytes(l, b.spec);
+      for (size_t s = 0; s < carved.size(); ++s) CHECK(b.stages[s].cost == static_cast<double>(carved[s]));
+    }
+  }
+}
+
+TEST_CASE("--balance params is optimal over every pair of cut candidates", "[balance]") {
+  // An oracle independent of the balancer's cost model: try every 3-stage
+  // cut among the module boundaries the balancer may use, carve each, and
+  // take the least heaviest stage carving reports.
+  Loaded l = load("llama_tiny");
+  partition::BalanceRequest r;
+  r.stages = 3;
+  r.by = partition::BalanceBy::Params;
+  partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
+  std::vector<std::string> layers;
+  for (const auto& [path, info] : l.tree.modules())
+    if (path.rfind("model.layers.", 0) == 0 && std::count(path.begin(), path.end(), '.') == 2) layers.push_back(path);
+  std::vector<std::string> begins = {"model.layers.0", "model.norm", "lm_head"};
+  begins.insert(begins.end(), layers.begin(), layers.end());
+  std::sort(begins.begin(), begins.end());
+  begins.erase(std::unique(begins.begin(), begins.end()), begins.end());
+  uint64_t best = UINT64_MAX;
+  for (size_t i = 0; i < begins.size(); ++i)
+    for (size_t j = 0; j < begins.size(); ++j) {
+      if (i == j) continue;
+      partition::SplitSpec spec = partition::parseSplitSpec(
+          "{\"split_points\": {\"" + begins[i] + "\": \"BEGINNING\", \"" + begins[j] + "\": \"BEGINNING\"}}", "t");
+      std::vector<uint64_t> carved;
+      try {
+        carved = carvedBytes(l, spec);
+      } catch (const Error&) {
+        continue;  // same position twice, or an empty stage
+      }
+      best = std::min(best, *std::max_element(carved.begin(), carved.end()));
+    }
+  double heaviest = 0;
+  for (const auto& s : b.stages) heaviest = std::max(heaviest, s.cost);
+  CHECK(heaviest == static_cast<double>(best));
+}
+
+TEST_CASE("--balance flops counts matmuls from the shapes", "[balance]") {
+  Loaded l = load("mlp");
+  partition::BalanceRequest r;
+  r.stages = 1;
+  r.by = partition::BalanceBy::Flops;
+  partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
+  // Recount the linears by hand: 2 * batch * in * out (+ batch * out for the bias).
+  double want = 0;
+  for (const auto& n : l.pkg.program.graph.nodes) {
+    if (n->target != "torch.ops.aten.linear.default") continue;
+    const ir::Value* x = n->inputs[0].arg.value();
+    const ir::Value* w = n->inputs[1].arg.value();
+    double batch = static_cast<double>(x->meta->sizes[0].value), in = static_cast<double>(w->meta->sizes[1].value),
+           out = static_cast<double>(w->meta->sizes[0].value);
+    want += 2 * batch * in * out + (n->inputs.size() > 2 ? batch * out : 0);
+  }
+  REQUIRE(want > 0);
+  // Elementwise ops add their output sizes on top; the linears dominate.
+  CHECK(b.stages[0].cost >= want);
+  CHECK(b.stages[0].cost < want * 1.1);
+}
+
+TEST_CASE("--balance refuses what it cannot do, naming why", "[balance]") {
+  Loaded l = load("mlp");
+  partition::BalanceRequest r;
+  r.by = partition::BalanceBy::Params;
+  r.stages = 0;
+  CHECK_THROWS_WITH(partition::balance(l.pkg, l.tree, r), Catch::Contains("needs at least 1 stage"));
+  r.stages = 1000;
+  CHECK_THROWS_WITH(partition::balance(l.pkg, l.tree, r), Catch::Contains("1000 stages need 999 cuts, but the model has only"));
+  partition::CostProfile profile;
+  profile.file = "p.json";
+  r.stages = 2;
+  r.by = partition::BalanceBy::Time;
+  r.profile = &profile;
+  try {
+    partition::balance(l.pkg, l.tree, r);
+    FAIL("an empty profile was accepted");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidInput);
+    CHECK(e.file() == "p.json");
+    CHECK_THAT(e.what(), Catch::Contains("no time for node '") && Catch::Contains("profile the one-stage split"));
+  }
+}
