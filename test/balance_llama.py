@@ -85,7 +85,7 @@ for n in (2, 3, 4):
 bal = os.path.join(out, "balanced4")
 run(pipecut, "split", pt2, "--stages", 4, "--balance", "params", "-o", bal, "-q")
 with open(os.path.join(bal, "manifest.json")) as f:
-    spec = json.load(f)["splitSpec"]
+    spec = json.load(f)["split_spec"]
 check("split_points" in json.loads(spec), f"the balanced spec is not split points: {spec}")
 spec_file = os.path.join(out, "balanced4.json")
 with open(spec_file, "w") as f:
@@ -111,6 +111,9 @@ with open(spec_whole, "w") as f:
 run(pipecut, "split", pt2, "--spec", spec_whole, "-o", whole, "-q")
 profile = os.path.join(out, "profile.json")
 run(runner, whole, "--profile", profile, "--inputs", ref, "--threads", 1, "--iterations", 5, "-q")
+if not os.path.exists(profile):
+    print("\n\n".join(failures))
+    sys.exit(1)
 text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", profile, "--preview")
 costs = stage_costs(text)
 check(len(costs) == 2, f"--balance time printed no stage costs:\n{text}")

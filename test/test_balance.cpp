@@ -126,38 +126,43 @@ TEST_CASE("--balance params costs what carving places, tied weights in every sta
 }
 
 TEST_CASE("--balance params is optimal over every pair of cut candidates", "[balance]") {
-  // An oracle independent of the balancer's cost model: try every 3-stage
-  // cut among the module boundaries the balancer may use, carve each, and
-  // take the least heaviest stage carving reports.
+  // An oracle independent of the balancer's cost model: carve every 3-stage
+  // cut among the candidates the balancer reports, and take the least
+  // heaviest stage carving reports. It can only match that, and it must
+  // never be worse than the best cut between whole layers.
   Loaded l = load("llama_tiny");
   partition::BalanceRequest r;
   r.stages = 3;
   r.by = partition::BalanceBy::Params;
   partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
-  std::vector<std::string> layers;
-  for (const auto& [path, info] : l.tree.modules())
-    if (path.rfind("model.layers.", 0) == 0 && std::count(path.begin(), path.end(), '.') == 2) layers.push_back(path);
-  std::vector<std::string> begins = {"model.layers.0", "model.norm", "lm_head"};
-  begins.insert(begins.end(), layers.begin(), layers.end());
-  std::sort(begins.begin(), begins.end());
-  begins.erase(std::unique(begins.begin(), begins.end()), begins.end());
-  uint64_t best = UINT64_MAX;
-  for (size_t i = 0; i < begins.size(); ++i)
-    for (size_t j = 0; j < begins.size(); ++j) {
-      if (i == j) continue;
-      partition::SplitSpec spec = partition::parseSplitSpec(
-          "{\"split_points\": {\"" + begins[i] + "\": \"BEGINNING\", \"" + begins[j] + "\": \"BEGINNING\"}}", "t");
-      std::vector<uint64_t> carved;
-      try {
-        carved = carvedBytes(l, spec);
-      } catch (const Error&) {
-        continue;  // same position twice, or an empty stage
-      }
-      best = std::min(best, *std::max_element(carved.begin(), carved.end()));
-    }
   double heaviest = 0;
   for (const auto& s : b.stages) heaviest = std::max(heaviest, s.cost);
-  CHECK(heaviest == static_cast<double>(best));
+  auto bestOver = [&](const std::vector<partition::SplitPoint>& cands) {
+    uint64_t best = UINT64_MAX;
+    auto str = [](const partition::SplitPoint& p) {
+      return "\"" + p.module + "\": \"" + (p.where == partition::SplitWhere::Beginning ? "BEGINNING" : "END") + "\"";
+    };
+    for (size_t i = 0; i < cands.size(); ++i)
+      for (size_t j = i + 1; j < cands.size(); ++j) {
+        if (cands[i].module == cands[j].module) continue;
+        partition::SplitSpec spec =
+            partition::parseSplitSpec("{\"split_points\": {" + str(cands[i]) + ", " + str(cands[j]) + "}}", "t");
+        std::vector<uint64_t> carved;
+        try {
+          carved = carvedBytes(l, spec);
+        } catch (const Error&) {
+          continue;  // same position twice
+        }
+        best = std::min(best, *std::max_element(carved.begin(), carved.end()));
+      }
+    return static_cast<double>(best);
+  };
+  REQUIRE(b.candidates.size() >= 6);
+  CHECK(heaviest == bestOver(b.candidates));
+  std::vector<partition::SplitPoint> layers;
+  for (const char* m : {"model.layers.0", "model.layers.1", "model.layers.2", "model.layers.3", "model.norm", "lm_head"})
+    layers.push_back({m, partition::SplitWhere::Beginning});
+  CHECK(heaviest <= bestOver(layers));
 }
 
 TEST_CASE("--balance flops counts matmuls from the shapes", "[balance]") {

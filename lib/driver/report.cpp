@@ -60,7 +60,7 @@ std::string balanceText(const partition::BalanceResult& b) {
     return std::string(buf);
   };
   std::snprintf(buf, sizeof buf, "%.3f", b.imbalance);
-  os << "balanced by " << partition::balanceByName(b.by) << " over " << b.candidates << " cut candidates: imbalance "
+  os << "balanced by " << partition::balanceByName(b.by) << " over " << b.candidates.size() << " cut candidates: imbalance "
      << buf << " (heaviest / mean)\n";
   for (size_t s = 0; s < b.stages.size(); ++s) {
     const auto& st = b.stages[s];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -210,16 +211,28 @@ struct Candidate {
 };
 
 std::vector<Candidate> candidatesFor(const std::vector<std::string>& units, const ModuleSpans& spans, size_t n) {
+  std::set<size_t> positions;
+  for (const std::string& m : units) {
+    auto it = spans.span.find(m);
+    if (it == spans.span.end() || spans.uncuttable.count(m)) continue;
+    for (size_t p : {it->second.first, it->second.second + 1})
+      if (p > 0 && p < n) positions.insert(p);
+  }
+  // Every module that names a position spells it, the shallowest first
+  // ("model.layers.3": BEGINNING rather than its first child's), BEGINNING
+  // before END.
   std::map<size_t, Candidate> at;
-  for (int pass = 0; pass < 2; ++pass)
-    for (const std::string& m : units) {
-      auto it = spans.span.find(m);
-      if (it == spans.span.end() || spans.uncuttable.count(m)) continue;
-      size_t p = pass == 0 ? it->second.first : it->second.second + 1;
-      if (p == 0 || p >= n) continue;
-      Candidate& c = at[p];
-      c.position = p;
-      c.spellings.push_back({m, pass == 0 ? SplitWhere::Beginning : SplitWhere::End});
+  for (size_t p : positions) at[p].position = p;
+  std::vector<std::pair<std::string, std::pair<size_t, size_t>>> modules(spans.span.begin(), spans.span.end());
+  std::sort(modules.begin(), modules.end(), [](const auto& a, const auto& b) {
+    size_t da = std::count(a.first.begin(), a.first.end(), '.'), db = std::count(b.first.begin(), b.first.end(), '.');
+    return da != db ? da < db : a.first < b.first;
+  });
+  for (SplitWhere where : {SplitWhere::Beginning, SplitWhere::End})
+    for (const auto& [m, span] : modules) {
+      if (spans.uncuttable.count(m)) continue;
+      auto it = at.find(where == SplitWhere::Beginning ? span.first : span.second + 1);
+      if (it != at.end()) it->second.spellings.push_back({m, where});
     }
   std::vector<Candidate> out;
   for (auto& [p, c] : at) out.push_back(std::move(c));
@@ -294,26 +307,27 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
   // Refine: a unit heavier than a fair stage, or every unit while there are
   // too few candidates, gives way to its children.
   std::vector<std::string> units = repeatingGranularity(tree);
+  auto refine = [&](const std::vector<std::string>& from, const std::function<bool(const std::string&, double)>& split) {
+    std::vector<std::string> next;
+    for (const std::string& u : from) {
+      const ir::ModuleInfo* info = tree.find(u);
+      auto it = spans.span.find(u);
+      double cost = it == spans.span.end() ? 0 : costs.range(it->second.first, it->second.second + 1);
+      bool hasChildren = info && std::any_of(info->children.begin(), info->children.end(),
+                                             [&](const std::string& c) { return spans.span.count(c) > 0; });
+      if (hasChildren && !spans.uncuttable.count(u) && split(u, cost))
+        next.insert(next.end(), info->children.begin(), info->children.end());
+      else
+        next.push_back(u);
+    }
+    return next;
+  };
   std::vector<Candidate> cands;
   for (;;) {
     cands = candidatesFor(units, spans, n);
     bool tooFew = cands.size() + 1 < P;
-    std::vector<std::string> next;
-    bool changed = false;
-    for (const std::string& u : units) {
-      const ir::ModuleInfo* info = tree.find(u);
-      auto it = spans.span.find(u);
-      bool heavy = it != spans.span.end() && costs.range(it->second.first, it->second.second + 1) > fair;
-      bool hasChildren = info && std::any_of(info->children.begin(), info->children.end(),
-                                             [&](const std::string& c) { return spans.span.count(c) > 0; });
-      if ((tooFew || heavy) && hasChildren && !spans.uncuttable.count(u)) {
-        next.insert(next.end(), info->children.begin(), info->children.end());
-        changed = true;
-      } else {
-        next.push_back(u);
-      }
-    }
-    if (!changed) break;
+    auto next = refine(units, [&](const std::string&, double cost) { return tooFew || cost > fair; });
+    if (next == units) break;
     units = std::move(next);
   }
   if (cands.size() + 1 < P)
@@ -322,24 +336,51 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
                                  " cut candidates (module-call boundaries, down to single modules)");
 
   // Units are the node ranges between candidate positions.
-  std::vector<size_t> start{0};
-  for (const Candidate& c : cands) start.push_back(c.position);
+  std::vector<uint64_t> live = liveBytes(g);
+  struct Plan {
+    std::vector<Candidate> cands;
+    std::vector<size_t> start;  // node position where each unit starts
+    Partition best;
+  };
+  auto plan = [&](std::vector<Candidate> cs) {
+    Plan pl;
+    pl.start.push_back(0);
+    for (const Candidate& c : cs) pl.start.push_back(c.position);
+    const size_t K = pl.start.size();
+    std::vector<double> cutWeight(K, 0);
+    for (size_t u = 1; u < K; ++u) cutWeight[u] = static_cast<double>(live[pl.start[u]]);
+    pl.best = partitionMinMax(
+        K, P, [&](size_t a, size_t b) { return costs.range(pl.start[a], b < K ? pl.start[b] : n); }, cutWeight);
+    pl.cands = std::move(cs);
+    return pl;
+  };
+  Plan chosen = plan(std::move(cands));
+  // Units of half a fair stage or more leave the optimum up to half a stage
+  // above fair (few layers per stage, a head worth several layers): their
+  // children are tried too, and kept where they lower the heaviest stage by
+  // more than 1%. Where whole layers balance well, cuts stay between layers.
+  for (;;) {
+    auto next = refine(units, [&](const std::string&, double cost) { return cost > fair / 2; });
+    if (next == units) break;
+    Plan finer = plan(candidatesFor(next, spans, n));
+    if (!(finer.best.maxCost < chosen.best.maxCost * 0.99)) break;
+    units = std::move(next);
+    chosen = std::move(finer);
+  }
+  const std::vector<Candidate>& cands2 = chosen.cands;
+  const std::vector<size_t>& start = chosen.start;
+  const Partition& best = chosen.best;
   const size_t K = start.size();
   auto unitEnd = [&](size_t u) { return u + 1 < K ? start[u + 1] : n; };
-  std::vector<uint64_t> live = liveBytes(g);
-  std::vector<double> cutWeight(K, 0);
-  for (size_t u = 1; u < K; ++u) cutWeight[u] = static_cast<double>(live[start[u]]);
-  Partition best = partitionMinMax(
-      K, P, [&](size_t a, size_t b) { return costs.range(start[a], b < K ? start[b] : n); }, cutWeight);
 
   BalanceResult out;
   out.by = r.by;
   out.unit = r.by == BalanceBy::Params ? "bytes" : r.by == BalanceBy::Flops ? "FLOPs" : "ms";
-  out.candidates = cands.size();
-  std::vector<const Candidate*> chosen;
+  for (const Candidate& c : cands2) out.candidates.push_back(c.spellings.front());
+  std::vector<const Candidate*> cutAt;
   std::vector<size_t> bounds{0};
   for (size_t c : best.cuts) {
-    chosen.push_back(&cands[c - 1]);
+    cutAt.push_back(&cands2[c - 1]);
     bounds.push_back(c);
     out.cutBytes.push_back(live[start[c]]);
   }
@@ -356,7 +397,7 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
     out.stages.push_back(st);
   }
   out.imbalance = sum > 0 ? maxCost / (sum / static_cast<double>(P)) : 1;
-  out.spec = P == 1 ? parseSplitSpec("{\"split_points\": {}}", "--balance") : specFor(chosen, g);
+  out.spec = P == 1 ? parseSplitSpec("{\"split_points\": {}}", "--balance") : specFor(cutAt, g);
 
   // The spec must reproduce these very cuts when read back like a user's.
   Assignment a = assignStages(pkg.program, out.spec, tree);

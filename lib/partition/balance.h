@@ -47,7 +47,7 @@ struct BalanceResult {
   SplitSpec spec;                  // the chosen cuts as split_points
   std::vector<BalanceStage> stages;
   std::vector<uint64_t> cutBytes;  // per cut: bytes per sample crossing it
-  size_t candidates = 0;           // cut candidates considered
+  std::vector<SplitPoint> candidates;  // every cut considered, in program order
   double imbalance = 1;            // heaviest stage / mean stage
 };
 
