@@ -98,16 +98,20 @@ for name in ("manifest.json", "manifest.pb", "stage_000.pt", "stage_003.pt2"):
 run(runner, bal, "--inputs", ref, "--check", ref, "-q")
 
 # FLOPs: the head's 2 x 32000 x 256 per token is ~10 layers' worth.
+def last_stage_layers(text):
+    """Decoder layers in the last stage, from the preview's module list."""
+    m = re.search(r"^  stage 1: \d+ nodes.*\n    modules:(.*)", text, re.M)
+    return None if not m else sum(1 for mod in m.group(1).split() if mod.startswith("model.layers."))
+
+
 text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "flops", "--preview")
-m = re.search(r"^  stage 1: .*\((\S+)", text, re.M)
-check(m and m.group(1) in ("model.layers.11", "model.norm", "lm_head"),
-      f"--balance flops into 2 should leave the head nearly alone:\n{text}")
+check(last_stage_layers(text) in (0, 1), f"--balance flops into 2 should leave the head nearly alone:\n{text}")
 
 # Time: profile the one-stage split, balance by it.
 whole = os.path.join(out, "whole")
 spec_whole = os.path.join(out, "whole.json")
 with open(spec_whole, "w") as f:
-    f.write("{}")
+    f.write('{"split_points": {}}')
 run(pipecut, "split", pt2, "--spec", spec_whole, "-o", whole, "-q")
 profile = os.path.join(out, "profile.json")
 run(runner, whole, "--profile", profile, "--inputs", ref, "--threads", 1, "--iterations", 5, "-q")
@@ -117,8 +121,8 @@ if not os.path.exists(profile):
 text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", profile, "--preview")
 costs = stage_costs(text)
 check(len(costs) == 2, f"--balance time printed no stage costs:\n{text}")
-m = re.search(r"^  stage 1: .*\((\S+)", text, re.M)
-check(m and m.group(1).startswith(("model.layers.", "model.norm", "lm_head")), f"--balance time:\n{text}")
+check(last_stage_layers(text) is not None and last_stage_layers(text) <= 3,
+      f"--balance time into 2 should leave the head with few layers:\n{text}")
 print("time, 2 stages:", " / ".join(f"{c:.3f} ms" for c in costs))
 
 # Bad requests.

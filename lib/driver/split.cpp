@@ -75,8 +75,9 @@ StageFile writeStageFile(const fs::path& dir, const std::string& file, const std
 namespace {
 
 // The spec the balancer chooses, in place of a file.
+// `sourceHash` receives the source's SHA-256 when checking a profile needed it.
 partition::SplitSpec balancedSpec(const SplitRequest& r, const pt2::Package& pkg, const ir::ModuleTree& tree,
-                                  partition::BalanceResult* balanced) {
+                                  partition::BalanceResult* balanced, std::string& sourceHash) {
   support::ScopedPhase phase("balance");
   partition::CostProfile profile;
   partition::BalanceRequest br;
@@ -87,7 +88,7 @@ partition::SplitSpec balancedSpec(const SplitRequest& r, const pt2::Package& pkg
     profile = partition::readCostProfile(r.costProfile);
     // Node names repeat across models (every Llama has a linear_3): only the
     // hash tells that the times were measured on this very program.
-    std::string hash = sha256File(r.model);
+    std::string hash = sourceHash = sha256File(r.model);
     if (profile.sourceSha256 != hash)
       throw Error(ErrorKind::InvalidInput, r.costProfile, "source_sha256",
                   "the profile was measured on another model (" + profile.sourceModel + ", sha256 " +
@@ -124,7 +125,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
   } catch (const Error& e) {
     e.rethrowWithFile(r.model);
   }
-  if (balancing) spec = balancedSpec(r, pkg, tree, balanced);
+  std::string sourceHash;
+  if (balancing) spec = balancedSpec(r, pkg, tree, balanced, sourceHash);
   partition::Carving carving;
   try {
     support::ScopedPhase phase("assign and carve");
@@ -171,7 +173,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
     };
     std::vector<Slot> slots;
     std::vector<std::function<void()>> tasks;
-    tasks.emplace_back([&] { m.sourceSha256 = sha256File(r.model); });
+    if (sourceHash.empty()) tasks.emplace_back([&] { m.sourceSha256 = sha256File(r.model); });
+    else m.sourceSha256 = sourceHash;
     for (auto& stage : carving.stages) {
       std::string name = stageName(stage.info.index);
       if (r.torchscript) slots.push_back({stage.info.index, {name + ".pt", "torchscript", "", 0}});
