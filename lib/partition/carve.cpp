@@ -126,6 +126,19 @@ class Carver {
     return v->producer ? a_.stageOf[pos(v->producer)] : -1;
   }
 
+  // A produced value's place in the program: its producer's position, then
+  // its index among that node's outputs. Total and stable (never a pointer),
+  // so stage inputs and outputs come in the same order on every run.
+  std::pair<size_t, size_t> valueOrder(const Value* v) const {
+    size_t index = 0, found = 0;
+    for (const auto& out : v->producer->outputs)
+      out.forEachValue([&](const Value* o) {
+        if (o == v) found = index;
+        ++index;
+      });
+    return {pos(v->producer), found};
+  }
+
   // Nodes needed to compute v in another stage, if that is cheap; empty if not.
   std::vector<size_t> recomputeSlice(const Value* v) const {
     if (!opt_.recompute || !v->producer || v->kind != ir::ValueKind::Tensor) return {};
@@ -226,20 +239,20 @@ class Carver {
       std::sort(d.inputs.begin(), d.inputs.end(),
                 [&](const Value* x, const Value* y) { return userInput_.at(x) < userInput_.at(y); });
       std::sort(received[s].begin(), received[s].end(), [&](const Value* x, const Value* y) {
-        return std::make_pair(homeStage(x), pos(x->producer)) < std::make_pair(homeStage(y), pos(y->producer));
+        return std::make_pair(homeStage(x), valueOrder(x)) < std::make_pair(homeStage(y), valueOrder(y));
       });
       d.inputs.insert(d.inputs.end(), received[s].begin(), received[s].end());
     }
     // What each stage sends: values others receive, and user outputs.
-    std::vector<std::set<std::pair<size_t, const Value*>>> sends(stages_.size());
+    std::vector<std::map<std::pair<size_t, size_t>, const Value*>> sends(stages_.size());
     for (size_t s = 0; s < stages_.size(); ++s)
-      for (const Value* v : received[s]) sends[static_cast<size_t>(homeStage(v))].insert({pos(v->producer), v});
+      for (const Value* v : received[s]) sends[static_cast<size_t>(homeStage(v))].emplace(valueOrder(v), v);
     for (size_t k = 0; k < p_.outputSpecs.size(); ++k) {
       const auto& spec = p_.outputSpecs[k];
       const Value* v = spec.arg.value();
       switch (spec.kind) {
         case ir::OutputKind::UserOutput:
-          if (v && v->producer) sends[static_cast<size_t>(homeStage(v))].insert({pos(v->producer), v});
+          if (v && v->producer) sends[static_cast<size_t>(homeStage(v))].emplace(valueOrder(v), v);
           else if (spec.arg.refs.size() != 1 || (!v && spec.arg.tag != ir::ArgTag::Tensor))
             invalidInput("signature.output_specs[" + std::to_string(k) + "]",
                          "a constant user output cannot be produced by a stage");
