@@ -99,6 +99,19 @@ expect 2 "bad RANK" -- env RANK=abc "$run" "$splits/mlp.2" --random-inputs -q
 # A rank whose peers never come: rendezvous fails at the timeout, naming the address.
 expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
 [[ $LAST_LOG == *"rendezvous at 127.0.0.1:$lonely_port"* ]] || { echo "FAIL: rendezvous message: $LAST_LOG"; fail=$((fail+1)); }
+# Placements NCCL cannot carry are refused before any rendezvous, so a build
+# without NCCL names the placement first (runtime/placement.h).
+dist=(env RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port)
+expect 2 "nccl with a cpu stage" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend nccl --devices cuda:0,cpu --random-inputs -q --timeout 3
+[[ $LAST_LOG == *"--backend nccl: stage 1 (rank 1) is on cpu; NCCL carries only CUDA tensors"* ]] || { echo "FAIL: nccl cpu message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "nccl, two ranks on one gpu" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend nccl --devices cuda:0 --random-inputs -q --timeout 3
+[[ $LAST_LOG == *"--backend nccl: ranks 0 (stage 0) and 1 (stage 1) of one machine both use cuda:0"* ]] || { echo "FAIL: nccl shared message: $LAST_LOG"; fail=$((fail+1)); }
+# --devices cuda is cuda:LOCAL_RANK: one GPU per rank passes the placement and
+# fails only here, where no GPU exists.
+expect 2 "nccl, cuda per rank" -- env RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "$run" "$splits/mlp.2" --backend nccl --devices cuda --random-inputs -q --timeout 3
+[[ $LAST_LOG == *"--devices: 'cuda:1' requested, but no CUDA device is available"* ]] || { echo "FAIL: cuda per rank message: $LAST_LOG"; fail=$((fail+1)); }
+expect 2 "unknown backend" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend mpi --random-inputs -q --timeout 3
+[[ $LAST_LOG == *"--backend: unknown backend 'mpi' (gloo, gloo-strict, nccl, auto)"* ]] || { echo "FAIL: backend message: $LAST_LOG"; fail=$((fail+1)); }
 cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
 [[ $LAST_LOG == *"stage 1 file 'stage_001.pt': sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }

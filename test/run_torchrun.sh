@@ -2,13 +2,14 @@
 # Launched by the pinned torch's torchrun --no-python: the agent owns the store
 # (TORCHELASTIC_USE_AGENT_STORE=True) and every rank is a store client. The
 # pipeline gives bit for bit what the unsplit program gives in one process.
+# BACKEND: gloo (default) or gloo-strict.
 set -euo pipefail
-run=$1 py=$2 src=$3 splits=$4 port=${5:-29900}
+run=$1 py=$2 src=$3 splits=$4 port=${5:-29900} backend=${6:-gloo}
 ref=$src/testdata/models/llama_tiny.mb4.ref.safetensors
-expected=$splits/llama_tiny.whole.torchrun.safetensors
+expected=$splits/llama_tiny.whole.torchrun.$backend.safetensors
 "$run" "$splits/llama_tiny.whole" -m 4 --inputs "$ref" --check "$ref" --output "$expected" -q
 torchrun=$(dirname "$py")/torchrun
 log=$(timeout 180 "$torchrun" --no-python --nproc-per-node 4 --master-addr 127.0.0.1 --master-port "$port" \
-  "$run" "$splits/llama_tiny.4" -m 4 --inputs "$ref" --check "$expected" --exact -q 2>&1)
+  "$run" "$splits/llama_tiny.4" -m 4 --inputs "$ref" --check "$expected" --exact -q --backend "$backend" 2>&1)
 echo "$log" | grep -v "^W1\|^\*\*\*" || true
 grep -q "4 processes" <<<"$log" && grep -q "check: ok" <<<"$log"

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -42,6 +44,12 @@ std::string plainMessage(const std::exception& e) {
 
 constexpr int kHeader = 12;  // ndim, up to 9 sizes, dtype, numel check
 
+std::string threadName(std::thread::id id) {
+  std::ostringstream s;
+  s << id;
+  return s.str();
+}
+
 }  // namespace
 
 DistEnv DistEnv::fromEnvironment() {
@@ -49,6 +57,7 @@ DistEnv DistEnv::fromEnvironment() {
   e.rank = envInt("RANK", 0);
   e.world = envInt("WORLD_SIZE", 1);
   e.localRank = envInt("LOCAL_RANK", e.rank);
+  e.localWorld = envInt("LOCAL_WORLD_SIZE", 0);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.masterAddr = a;
   e.masterPort = envInt("MASTER_PORT", 29500);
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
@@ -70,7 +79,8 @@ DistContext::DistContext(const DistEnv& env, const std::string& backend, std::ch
     so.timeout = timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so);
     store_ = c10::make_intrusive<c10d::PrefixStore>("pipecut/attempt_" + env.attempt, tcp);
-    if (backend == "gloo") {
+    strict_ = backend == "gloo-strict";
+    if (backend == "gloo" || strict_) {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
@@ -88,7 +98,7 @@ DistContext::DistContext(const DistEnv& env, const std::string& backend, std::ch
       invalidInput("--backend", "this build has no NCCL support");
 #endif
     } else {
-      invalidInput("--backend", "unknown backend '" + backend + "' (gloo, nccl)");
+      invalidInput("--backend", "unknown backend '" + backend + "' (gloo, gloo-strict, nccl)");
     }
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::InvalidInput, "", "rendezvous at " + env.masterAddr + ":" + std::to_string(env.masterPort),
@@ -105,14 +115,35 @@ DistContext::~DistContext() {
   if (watcher_.joinable()) watcher_.join();
 }
 
+void DistContext::checkIssuer(const char* what) {
+  std::lock_guard<std::mutex> lock(issuerMu_);
+  auto me = std::this_thread::get_id();
+  if (!issuer_) issuer_ = me;
+  if (*issuer_ != me)
+    internalError(std::string("c10d ") + what, "thread " + threadName(me) + " issued an operation on the process group "
+                                                "that thread " + threadName(*issuer_) +
+                                                " owns; every message of a rank must be issued by one thread");
+}
+
+void DistContext::releaseIssuer() {
+  checkIssuer("release");
+  std::lock_guard<std::mutex> lock(issuerMu_);
+  issuer_.reset();
+}
+
+// Gloo matches a receive to a send by (source, tag); NCCL by issue order only.
+// The strict mode gives every message tag 0 so that Gloo matches as NCCL does.
+int DistContext::wireTag(int tag, bool header) const { return strict_ ? 0 : tag * 2 + (header ? 0 : 1); }
+
 void DistContext::send(const at::Tensor& t, int dst, int tag, const Shape& shape) {
+  checkIssuer("send");
   try {
     sendUnchecked(t, dst, tag, shape);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::Internal, "", "sending to rank " + std::to_string(dst),
-                "rank " + std::to_string(dst) + " failed or is unreachable: " + plainMessage(e));
+    throw PeerError(PeerError::Why::Lost, dst, "sending to rank " + std::to_string(dst),
+                    "rank " + std::to_string(dst) + " failed or is unreachable: " + plainMessage(e));
   }
 }
 
@@ -124,14 +155,14 @@ void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag, const Sha
                                                        " where the manifest says " + c10::str(shape.sizes));
     std::vector<at::Tensor> dv{data};
     std::lock_guard<std::mutex> lock(sendMu_);
-    pending_.emplace_back(pg_->send(dv, dst, tag * 2 + 1), dv);
+    pending_.emplace_back(pg_->send(dv, dst, wireTag(tag, false)), dv);
     while (pending_.size() > window_) {
       pending_.front().first->wait(timeout_);
       pending_.pop_front();
     }
     return;
   }
-  auto headerOpts = at::TensorOptions().dtype(at::kLong).device(backend_ == "nccl" ? data.device() : at::Device("cpu"));
+  auto headerOpts = at::TensorOptions().dtype(at::kLong).device(nccl() ? data.device() : at::Device("cpu"));
   at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
   auto h = header.accessor<int64_t, 1>();
   if (data.dim() > kHeader - 3) invalidInput("send", "tensors of more than 9 dimensions cannot be sent");
@@ -142,8 +173,8 @@ void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag, const Sha
   header = header.to(headerOpts);
   std::vector<at::Tensor> hv{header}, dv{data};
   std::lock_guard<std::mutex> lock(sendMu_);
-  auto w1 = pg_->send(hv, dst, tag * 2);
-  auto w2 = pg_->send(dv, dst, tag * 2 + 1);
+  auto w1 = pg_->send(hv, dst, wireTag(tag, true));
+  auto w2 = pg_->send(dv, dst, wireTag(tag, false));
   pending_.emplace_back(w1, hv);
   pending_.emplace_back(w2, dv);
   while (pending_.size() > window_) {
@@ -153,41 +184,52 @@ void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag, const Sha
 }
 
 at::Tensor DistContext::recv(int src, int tag, const at::Device& device, const Shape& shape) {
+  checkIssuer("recv");
+  auto start = std::chrono::steady_clock::now();
   try {
     return recvUnchecked(src, tag, device, shape);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    std::string m = plainMessage(e);
-    if (m.find("Timed out") != std::string::npos)
-      throw Error(ErrorKind::Internal, "", "receiving from rank " + std::to_string(src),
-                  "no data from rank " + std::to_string(src) + " within the timeout (" +
-                      std::to_string(timeout_.count() / 1000) + " s): it failed, hung, or waits on another rank");
-    throw Error(ErrorKind::Internal, "", "receiving from rank " + std::to_string(src),
-                "rank " + std::to_string(src) + " failed or is unreachable: " + m);
+    // A timeout is told by the clock, not by the backend's wording (Gloo and
+    // NCCL phrase it differently, and across versions).
+    bool timedOut = std::chrono::steady_clock::now() - start >= timeout_ * 9 / 10;
+    std::string where = "receiving from rank " + std::to_string(src);
+    if (timedOut)
+      throw PeerError(PeerError::Why::Timeout, src, where,
+                      "no data from rank " + std::to_string(src) + " within the timeout (" +
+                          std::to_string(timeout_.count() / 1000) + " s): it failed, hung, or waits on another rank");
+    throw PeerError(PeerError::Why::Lost, src, where,
+                    "rank " + std::to_string(src) + " failed or is unreachable: " + plainMessage(e));
   }
 }
 
 at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device, const Shape& shape) {
-  at::Device where = backend_ == "nccl" ? device : at::Device("cpu");
+  at::Device where = nccl() ? device : at::Device("cpu");
   if (shape.known) {
     std::vector<at::Tensor> dv{at::empty(shape.sizes, at::TensorOptions().dtype(shape.dtype).device(where))};
-    pg_->recv(dv, src, tag * 2 + 1)->wait(timeout_);
+    pg_->recv(dv, src, wireTag(tag, false))->wait(timeout_);
     return dv[0];
   }
   std::vector<at::Tensor> hv{at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(where))};
-  pg_->recv(hv, src, tag * 2)->wait(timeout_);
+  pg_->recv(hv, src, wireTag(tag, true))->wait(timeout_);
   at::Tensor header = hv[0].to(at::kCPU);
   auto h = header.accessor<int64_t, 1>();
+  // Under an order-matched transport a receive that pairs with the wrong send
+  // reads data as a header: refuse what cannot be one.
+  if (h[0] < 0 || h[0] > kHeader - 3 || h[kHeader - 2] < 0 ||
+      h[kHeader - 2] >= static_cast<int64_t>(at::ScalarType::NumOptions))
+    internalError("receiving from rank " + std::to_string(src), "a corrupt shape header (messages out of order?)");
   std::vector<int64_t> sizes;
   for (int64_t d = 0; d < h[0]; ++d) sizes.push_back(h[1 + d]);
   auto dtype = static_cast<at::ScalarType>(h[kHeader - 2]);
   std::vector<at::Tensor> dv{at::empty(sizes, at::TensorOptions().dtype(dtype).device(where))};
-  pg_->recv(dv, src, tag * 2 + 1)->wait(timeout_);
+  pg_->recv(dv, src, wireTag(tag, false))->wait(timeout_);
   return dv[0];
 }
 
 void DistContext::flush() {
+  checkIssuer("flush");
   std::lock_guard<std::mutex> lock(sendMu_);
   try {
     while (!pending_.empty()) {
@@ -195,7 +237,7 @@ void DistContext::flush() {
       pending_.pop_front();
     }
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::Internal, "", "sending", "a peer failed or is unreachable: " + plainMessage(e));
+    throw PeerError(PeerError::Why::Lost, -1, "sending", "a peer failed or is unreachable: " + plainMessage(e));
   }
 }
 
@@ -239,14 +281,46 @@ std::string DistContext::postedAbort() {
   }
 }
 
+void DistContext::abortGroup() {
+  try {
+    if (pg_) pg_->abort();
+  } catch (...) {
+    // Exiting anyway; a group that cannot abort is no reason to hang.
+  }
+}
+
 void DistContext::watch(std::function<void(const std::string&)> onAbort) {
   auto store = store_;
-  watcher_ = std::thread([this, store, onAbort] {
-    while (!stopWatch_) {
+  auto silence = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
+  watcher_ = std::thread([this, store, onAbort, silence] {
+    using Clock = std::chrono::steady_clock;
+    const std::string me = std::to_string(env_.rank);
+    // Per peer: the heartbeat counter last read, and when it last moved.
+    std::map<int, std::pair<int64_t, Clock::time_point>> seen;
+    for (int r = 0; r < env_.world; ++r)
+      if (r != env_.rank) seen[r] = {-1, Clock::now()};
+    for (int tick = 0; !stopWatch_; ++tick) {
       try {
         if (store->check({"abort"})) {
           auto v = store->get("abort");
           onAbort(std::string(v.begin(), v.end()));
+        }
+        if (tick % 5 == 0) {
+          // add() never blocks, unlike get() on a key not yet written.
+          store->add("heartbeat/" + me, 1);
+          auto now = Clock::now();
+          for (auto& [peer, last] : seen) {
+            int64_t beat = store->add("heartbeat/" + std::to_string(peer), 0);
+            if (beat != last.first) {
+              last = {beat, now};
+            } else if (now - last.second > silence && store->add("done/" + std::to_string(peer), 0) == 0 && !stopWatch_) {
+              std::string why = "rank " + std::to_string(peer) + " is dead or frozen: no heartbeat for " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last.second).count()) +
+                                " s";
+              abort(why);  // so that every rank names the peer, not the store that may go with this rank
+              onAbort(why);
+            }
+          }
         }
       } catch (const std::exception& e) {
         if (!stopWatch_) onAbort("lost contact with the rendezvous store (" + firstLine(e.what()) + ")");
@@ -256,11 +330,9 @@ void DistContext::watch(std::function<void(const std::string&)> onAbort) {
   });
 }
 
-}  // namespace pipecut::runtime
-
-namespace pipecut::runtime {
-
 void DistContext::finish() {
+  // Peers stop expecting heartbeats from a rank that says it is done.
+  store_->add("done/" + std::to_string(env_.rank), 1);
   stopWatch_ = true;
   if (watcher_.joinable()) watcher_.join();
   store_->add("finished", 1);

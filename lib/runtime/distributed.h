@@ -4,11 +4,23 @@
 // MASTER_PORT; a store client on every rank when torchrun's agent owns the
 // store), a Gloo or NCCL process group, tensors sent with a small shape
 // header, and an abort path so that one failing rank ends every rank.
+//
+// Invariants the callers rely on:
+// - One thread at a time issues this rank's process-group operations (send,
+//   recv, flush): NCCL forbids concurrent operations on one communicator, and
+//   point-to-point matching is by issue order. The first thread that issues
+//   one owns the group until it calls releaseIssuer(); an operation from any
+//   other thread is an internal error naming both threads. The watcher and
+//   abortGroup() touch only the store and the group's abort, never a message.
+// - In "gloo-strict" mode every message carries tag 0, so messages match by
+//   order alone, as under NCCL, which ignores tags: a sender and a receiver
+//   that disagree on the order fail here on CPU instead of on a GPU cluster.
 #include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -16,10 +28,29 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "support/error.h"
+
 namespace pipecut::runtime {
+
+// A peer failed, vanished or stayed silent past the timeout: the error a rank
+// reports when the root cause is probably elsewhere (so it first looks for the
+// abort the peer may have posted).
+class PeerError : public Error {
+ public:
+  enum class Why { Lost, Timeout, Silent };
+  PeerError(Why why, int peer, const std::string& where, const std::string& message)
+      : Error(ErrorKind::Internal, "", where, message), why_(why), peer_(peer) {}
+  Why why() const { return why_; }
+  int peer() const { return peer_; }
+
+ private:
+  Why why_;
+  int peer_;
+};
 
 struct DistEnv {
   int rank = 0, world = 1, localRank = 0;
+  int localWorld = 0;        // LOCAL_WORLD_SIZE: processes per machine (0: not given)
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   bool agentStore = false;   // TORCHELASTIC_USE_AGENT_STORE=True
@@ -29,13 +60,17 @@ struct DistEnv {
 
 class DistContext {
  public:
-  // backend: "gloo" or "nccl". Throws pipecut::Error on rendezvous failure.
+  // backend: "gloo", "gloo-strict" or "nccl". Throws pipecut::Error on
+  // rendezvous failure.
   DistContext(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout);
   ~DistContext();
 
   int rank() const { return env_.rank; }
   int world() const { return env_.world; }
   const std::string& backend() const { return backend_; }
+  // This process hosts the TCPStore (rank 0 when torchrun's agent does not).
+  bool hostsStore() const { return env_.rank == 0 && !env_.agentStore; }
+  bool nccl() const { return backend_ == "nccl"; }
 
   // What a receiver knows of a value before it arrives. With a static shape
   // (every dimension known from the manifest) the tensor goes alone; else a
@@ -50,6 +85,8 @@ class DistContext {
   void send(const at::Tensor& t, int dst, int tag, const Shape& shape);
   at::Tensor recv(int src, int tag, const at::Device& device, const Shape& shape);
   void flush();  // waits for every outstanding send
+  // The issuing thread is done (after flush): another may issue from now on.
+  void releaseIssuer();
   void barrier();
 
   // Small values between ranks (metrics at the end of a run).
@@ -58,22 +95,36 @@ class DistContext {
 
   // Tells every rank to stop: they print `why` and exit non-zero.
   void abort(const std::string& why);
+  // Aborts the process group (NCCL: ncclCommAbort on its communicators, so
+  // that no kernel waits forever on a dead peer; Gloo: nothing to do) before
+  // this process exits. Safe from any thread; issues no message.
+  void abortGroup();
   // The abort another rank posted, if any ("" when none): the root cause of
   // a failure here is often a peer that failed first.
   std::string postedAbort();
-  // Starts the thread that watches for another rank's abort (or the store's
-  // loss) and calls onAbort (which must not return).
+  // Starts the thread that watches for another rank's abort, the store's
+  // loss, and peers' heartbeats, and calls onAbort (which must not return).
+  // Every rank bumps its heartbeat counter in the store every 0.5 s; a peer
+  // whose counter stands still for `silence` (5 s, or the timeout when that
+  // is shorter) without having said it finished is declared dead. This is
+  // what ends a run whose peer died under NCCL, which, unlike Gloo's sockets,
+  // does not notice a dead peer.
   void watch(std::function<void(const std::string&)> onAbort);
   // Orderly end: stops watching, and rank 0 (which may host the store) waits
   // until every rank has stopped watching before it goes away.
   void finish();
 
  private:
+  void checkIssuer(const char* what);
+  int wireTag(int tag, bool header) const;
   void sendUnchecked(const at::Tensor& t, int dst, int tag, const Shape& shape);
   at::Tensor recvUnchecked(int src, int tag, const at::Device& device, const Shape& shape);
 
   DistEnv env_;
   std::string backend_;
+  bool strict_ = false;  // gloo-strict: one tag for every message
+  std::mutex issuerMu_;
+  std::optional<std::thread::id> issuer_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> pg_;

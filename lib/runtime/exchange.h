@@ -26,10 +26,15 @@ struct Payload {
   std::shared_ptr<at::cuda::CUDAEvent> ready;
 };
 
-// Per-stage inbox of values from other stages, keyed by micro-batch. Bounded:
-// a producer waits while the micro-batch it delivers is `window` or more ahead
-// of the one the stage works on, so a fast stage cannot run away from a slow
-// one. Stages take micro-batches in order, so this never deadlocks.
+// Per-stage inbox of values from other stages, keyed by micro-batch.
+// - put (a local producer) is bounded: it waits while the micro-batch it
+//   delivers is `window` or more ahead of the one the stage works on, so a
+//   fast stage cannot run away from a slow one. In one process stages take
+//   micro-batches in order, so this never deadlocks. Across processes the
+//   window must be at least the number of stages (see Engine::mailboxWindow).
+// - deliver (the communication thread, values from other ranks) never waits:
+//   a blocked communication thread would hold up every later message of its
+//   rank, some of which the consumer may need first.
 class Mailbox {
  public:
   Mailbox(size_t slots, int64_t window) : slots_(slots), window_(window) {}
@@ -37,6 +42,16 @@ class Mailbox {
   void put(int64_t mb, size_t slot, Payload p) {
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait(lk, [&] { return aborted_ || mb < next_ + window_; });
+    store(mb, slot, std::move(p));
+  }
+
+  void deliver(int64_t mb, size_t slot, Payload p) {
+    std::unique_lock<std::mutex> lk(mu_);
+    store(mb, slot, std::move(p));
+  }
+
+ private:
+  void store(int64_t mb, size_t slot, Payload p) {
     if (aborted_) throw Aborted();
     auto& entry = pending_[mb];
     if (entry.values.empty()) entry.values.resize(slots_);
@@ -45,6 +60,7 @@ class Mailbox {
     cv_.notify_all();
   }
 
+ public:
   std::vector<Payload> take(int64_t mb) {
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait(lk, [&] {

@@ -1,9 +1,9 @@
 #include "runtime/pipeline.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -20,15 +20,19 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
+#include "runtime/comm.h"
+#include "runtime/comm_schedule.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
 #include "runtime/inputs.h"
+#include "runtime/local_stage.h"
 #include "runtime/placement.h"
 #include "runtime/reference.h"
 #include "runtime/trace.h"
@@ -44,16 +48,6 @@ double msBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-struct LocalStage {
-  const Stage* info = nullptr;
-  torch::jit::Module module;
-  c10::Device device{c10::kCPU};
-  std::unique_ptr<Mailbox> mailbox;
-  std::vector<int> slot;  // per forward() argument: mailbox slot, or -1
-  std::optional<c10::cuda::CUDAStream> stream, copyStream;
-  double busyMs = 0;
-};
-
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 class Engine {
@@ -63,9 +57,7 @@ class Engine {
   RunReport run() {
     setupPlacement();
     if (world_ > 1) {
-      std::string backend = o_.backend;
-      if (backend == "auto") backend = allCuda_ ? "nccl" : "gloo";
-      dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend,
+      dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
                                             std::chrono::milliseconds(static_cast<int64_t>(o_.timeoutSeconds * 1000)));
       dist_->watch([this](const std::string& why) { die("stopping: " + why); });
     }
@@ -78,7 +70,7 @@ class Engine {
       resetMemoryStats();
       runIterations(o_.iterations);
     } catch (const std::exception& e) {
-      if (dist_) stopAllRanks(firstLine(e.what()));
+      if (dist_) stopAllRanks(firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
       throw;
     }
     RunReport r = report();
@@ -88,17 +80,27 @@ class Engine {
 
  private:
   // In a multi-process run a blocked receive cannot be interrupted, so a
-  // failure ends the process after telling the other ranks.
+  // failure ends the process after telling the other ranks; the process group
+  // is aborted first so that no NCCL kernel waits on for a peer that is gone.
+  // The rank that hosts the store lingers a moment, so that the others read
+  // why in the store rather than just losing it.
   [[noreturn]] void die(const std::string& why) {
+    static std::atomic<bool> dying{false};
+    if (dying.exchange(true))  // another thread is already ending the process
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     std::cerr << "pipecut-run: rank " << rank_ << ": " << why << std::endl;
+    if (dist_) {
+      dist_->abortGroup();
+      if (dist_->hostsStore()) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    }
     std::_Exit(5);
   }
 
-  // Reports the root cause, posts it for the other ranks, and exits. A lost
-  // connection is usually the echo of a peer that failed first and is about to
-  // post why, so such an error waits a moment for that.
-  [[noreturn]] void stopAllRanks(const std::string& why) {
-    bool echo = why.find("failed or is unreachable") != std::string::npos;
+  // Reports the root cause, posts it for the other ranks, and exits. A peer's
+  // failure seen here (a PeerError: a lost connection, a timeout) is usually
+  // the echo of a peer that failed first and is about to post why, so such an
+  // error waits a moment for that.
+  [[noreturn]] void stopAllRanks(const std::string& why, bool echo) {
     for (int i = 0; i < (echo ? 10 : 1); ++i) {
       std::string prior = dist_->postedAbort();
       if (!prior.empty()) die("stopping: " + prior + " (here: " + why + ")");
@@ -107,8 +109,6 @@ class Engine {
     dist_->abort(why);
     die(why);
   }
-
-  bool receivers() const { return dist_ && dist_->backend() == "gloo"; }
 
   static DistContext::Shape shapeOf(const TensorSpec& t) {
     DistContext::Shape s;
@@ -122,34 +122,15 @@ class Engine {
     return s;
   }
 
-  // Receives stage input k of micro-batch g from the rank that produces it,
-  // on the consuming stage's device.
-  Payload receiveInput(const LocalStage& st, size_t k, int64_t g, int traceTid) {
-    const StageInput& in = st.info->inputs[k];
-    auto r0 = Clock::now();
-    at::Tensor t = dist_->recv(stageRank_[in.source.stage], tag(inEdge_[st.info->index][k], g), st.device,
-                               wire_[in.source.stage][in.source.output]);
-    if (trace_.enabled())
-      trace_.add("recv " + in.name + " mb " + std::to_string(g), "transfer", traceTid, r0, Clock::now());
-    return deliverTo(st, t, nullptr);
-  }
-
-  // Posts receives ahead of the worker, so transfers overlap compute; the
-  // mailbox bounds how far ahead.
-  void receive(LocalStage& st, size_t k) {
-    for (int64_t g = 0; g < total_; ++g)
-      st.mailbox->put(g, static_cast<size_t>(st.slot[k]), receiveInput(st, k, g, 2000 + static_cast<int>(st.info->index)));
-  }
-
   void setupPlacement() {
     DistEnv env = DistEnv::fromEnvironment();
     rank_ = env.rank;
     world_ = env.world;
     localRank_ = env.localRank;
-    Placement pl = placeStages(m_, o_, rank_, world_, localRank_);
+    Placement pl = placeStages(m_, o_, rank_, world_, localRank_, env.localWorld);
     stageRank_ = std::move(pl.stageRank);
     devices_ = std::move(pl.devices);
-    allCuda_ = pl.allCuda;
+    backend_ = pl.backend;
   }
 
   void loadStages() {
@@ -164,6 +145,11 @@ class Engine {
       verifyMs_ = msBetween(start, Clock::now());
       verifiedBytes_ = stageFileBytes(m_, check);
     }
+    // TorchScript fuses elementwise chains into generated kernels on GPUs (not
+    // on CPUs, by default): off, so that CUDA stages run ATen's kernels, the
+    // path the CPU tests check. Process-wide, so only when a stage is on CUDA.
+    for (size_t s = 0; s < P_; ++s)
+      if (stageRank_[s] == rank_ && devices_[s].is_cuda()) torch::jit::setTensorExprFuserEnabled(false);
     for (size_t s = 0; s < P_; ++s) {
       if (stageRank_[s] != rank_) continue;
       const Stage& st = m_.stages[s];
@@ -182,15 +168,10 @@ class Engine {
       }
       ls->module.eval();
       // Values from other stages arrive through the mailbox: local ones put
-      // there by their producer, remote ones by a receiver thread (Gloo). With
-      // NCCL, whose point-to-point order is the issue order, the worker
-      // receives them itself, in order.
+      // there by their producer, remote ones by the communication thread.
       size_t slots = 0;
-      for (const auto& in : st.inputs) {
-        bool fromStage = in.source.kind == ValueSource::Kind::StageOutput;
-        bool local = fromStage && stageRank_[in.source.stage] == rank_;
-        ls->slot.push_back(local || (fromStage && receivers()) ? static_cast<int>(slots++) : -1);
-      }
+      for (const auto& in : st.inputs)
+        ls->slot.push_back(in.source.kind == ValueSource::Kind::StageOutput ? static_cast<int>(slots++) : -1);
       if (ls->device.is_cuda()) {
         ls->stream = c10::cuda::getStreamFromPool(false, ls->device.index());
         ls->copyStream = c10::cuda::getStreamFromPool(false, ls->device.index());
@@ -233,32 +214,46 @@ class Engine {
         for (auto& t : mb) t = t.pin_memory();
   }
 
-  // Every stage-output -> consumer connection gets an id (ids make message
-  // tags), and every stage output the shape it travels with; both are looked
-  // up per message, so they are computed once here.
+  // Every stage-output -> consumer connection gets an id in the manifest's
+  // order (runtime/comm_schedule.h); ids make message tags and the order of
+  // messages between ranks. Per edge: the shape it travels with, and where a
+  // receive lands under NCCL (the consumer's device; final outputs on rank 0's
+  // output device, then copied to the host).
   void buildEdges() {
-    int id = 0;
-    outEdge_.resize(P_);
-    inEdge_.resize(P_);
-    wire_.resize(P_);
-    userOutEdge_.assign(m_.outputs.size(), -1);
-    for (const auto& st : m_.stages) inEdge_[st.index].assign(st.inputs.size(), -1);
-    for (const auto& st : m_.stages) {
-      outEdge_[st.index].resize(st.outputs.size());
-      for (uint32_t o = 0; o < st.outputs.size(); ++o) {
-        wire_[st.index].push_back(shapeOf(st.outputs[o].tensor));
-        for (const auto& c : st.outputs[o].consumers) {
-          outEdge_[st.index][o].push_back(id);
-          if (c.kind == Consumer::Kind::StageInput) inEdge_[c.stage][c.input] = id;
-          else userOutEdge_[c.userOutput] = id;
-          ++id;
-        }
-      }
+    edges_ = commEdges(m_, stageRank_);
+    if (edges_.size() >= 4096) invalidInput("manifest", "more than 4096 stage connections");
+    outEdge_.assign(P_, {});
+    for (const auto& st : m_.stages) outEdge_[st.index].resize(st.outputs.size());
+    wire_.clear();
+    recvDevice_.clear();
+    for (const auto& e : edges_) {
+      outEdge_[e.producer][e.output].push_back(e.id);
+      wire_.push_back(shapeOf(m_.stages[e.producer].outputs[e.output].tensor));
+      recvDevice_.push_back(e.consumer.kind == Consumer::Kind::StageInput ? devices_[e.consumer.stage] : outputDevice());
     }
-    if (id >= 4096) invalidInput("manifest", "more than 4096 stage connections");
   }
 
-  int tag(int edge, int64_t mb) const { return static_cast<int>((mb % 65536) * 4096 + edge); }
+  // NCCL receives only into CUDA tensors: final outputs land on rank 0's
+  // first CUDA stage device, or its LOCAL_RANK GPU when it runs no stage.
+  c10::Device outputDevice() const {
+    if (backend_ != "nccl") return c10::Device(c10::kCPU);
+    for (size_t s = 0; s < P_; ++s)
+      if (stageRank_[s] == 0 && devices_[s].is_cuda()) return devices_[s];
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(localRank_));
+  }
+
+  // How far ahead a local producer may put into a mailbox. In one process,
+  // the queue depth. Across processes at least the number of stages P: a
+  // producer p blocked putting micro-batch g for a local consumer c waits
+  // for c to take g - window, which waits for messages with keys up to
+  // g - window + c - 1; with window >= P those precede every message p would
+  // send for g (key g + p), so the rank's communication thread never waits on
+  // a send that the blocked producer holds back (test_comm_schedule.cpp
+  // simulates this and shows a window of 1 deadlocking).
+  int64_t mailboxWindow() const {
+    int64_t w = std::max(1, o_.queueDepth);
+    return dist_ ? std::max<int64_t>(w, static_cast<int64_t>(P_)) : w;
+  }
 
   void resetMemoryStats() {
     for (const auto& [s, ls] : local_)
@@ -268,35 +263,31 @@ class Engine {
   void runIterations(int iterations) {
     const int64_t M = o_.microbatches;
     total_ = static_cast<int64_t>(iterations) * M;
-    gate_ = std::make_unique<Gate>(o_.schedule == Schedule::GPipe ? static_cast<int>(total_) : static_cast<int>(P_));
+    // 1F1B's gate is released as rank 0 collects outputs; a stage 0 placed on
+    // another rank is not gated (nothing there would release it): it runs
+    // ahead as under GPipe, its outputs waiting for their turn to be sent.
+    bool gated = o_.schedule == Schedule::OneFOneB && stageRank_[0] == 0;
+    gate_ = std::make_unique<Gate>(gated ? static_cast<int>(P_) : static_cast<int>(total_));
     sink_.reset(static_cast<size_t>(total_), m_.outputs.size());
+    trace_.reset(rank_, !o_.tracePath.empty());
     start_.assign(static_cast<size_t>(total_), Clock::time_point{});
     for (auto& [s, ls] : local_) {
-      ls->mailbox = std::make_unique<Mailbox>(countSlots(*ls), std::max(1, o_.queueDepth));
-      ls->busyMs = 0;
+      ls->mailbox = std::make_unique<Mailbox>(countSlots(*ls), mailboxWindow());
+      ls->timer.start(ls->stream, trace_.enabled() || ls->device.is_cuda());
     }
-    trace_.reset(rank_, !o_.tracePath.empty());
     failed_ = false;
     firstError_.clear();
     t0_ = Clock::now();
 
+    // One worker per local stage, and in a multi-process run the one thread
+    // that issues every c10d operation of this rank (runtime/comm.h).
+    if (dist_)
+      comm_ = std::make_unique<CommThread>(*dist_, edges_, wire_, recvDevice_, trace_,
+                                           [this](int64_t g, const CommEdge& e, Payload p) { arrived(g, e, std::move(p)); });
+    if (rank_ == 0) feedPassthroughOutputs();
     std::vector<std::thread> threads;
-    for (auto& [s, ls] : local_) {
-      threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
-      for (size_t k = 0; k < ls->info->inputs.size(); ++k) {
-        const auto& src = ls->info->inputs[k].source;
-        if (src.kind == ValueSource::Kind::StageOutput && stageRank_[src.stage] != rank_ && ls->slot[k] >= 0)
-          threads.emplace_back([this, st = ls.get(), k] { guarded([&] { receive(*st, k); }); });
-      }
-    }
-    if (rank_ == 0) {
-      feedPassthroughOutputs();
-      std::set<int> remoteRanks;
-      for (const auto& u : m_.outputs)
-        if (u.source && u.source->kind == ValueSource::Kind::StageOutput && stageRank_[u.source->stage] != 0)
-          remoteRanks.insert(stageRank_[u.source->stage]);
-      for (int r : remoteRanks) threads.emplace_back([this, r] { guarded([&] { collect(r); }); });
-    }
+    for (auto& [s, ls] : local_) threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
+    if (comm_) threads.emplace_back([this] { guarded([&] { comm_->run(total_); }); });
     std::thread progress;
     std::atomic<bool> finished{false};
     if (o_.progress && rank_ == 0) progress = std::thread([&] { showProgress(finished); });
@@ -304,8 +295,15 @@ class Engine {
     finished = true;
     if (progress.joinable()) progress.join();
     if (failed_) throw Error(ErrorKind::Internal, "", "pipeline", firstError_);
+    for (auto& [s, ls] : local_) {
+      ls->timer.finish();  // the GPU's last kernels: the run ends when they do
+      if (trace_.enabled())
+        for (const auto& sp : ls->timer.spans())
+          trace_.add("stage " + std::to_string(s) + " mb " + std::to_string(sp.microbatch), "compute",
+                     static_cast<int>(s), sp.begin, sp.end);
+    }
     t1_ = Clock::now();
-    if (dist_) dist_->flush();
+    comm_.reset();
   }
 
   static size_t countSlots(const LocalStage& ls) {
@@ -319,21 +317,24 @@ class Engine {
     try {
       f();
     } catch (const Aborted&) {
+    } catch (const PeerError& e) {
+      fail(e.what(), true);
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e.what(), false);
     }
   }
 
-  void fail(const std::string& what) {
+  void fail(const std::string& what, bool peer) {
     {
       std::lock_guard<std::mutex> lk(errMu_);
       if (failed_) return;
       failed_ = true;
       firstError_ = firstLine(what);
     }
-    if (dist_) stopAllRanks(firstError_);
+    if (dist_) stopAllRanks(firstError_, peer);
     gate_->abort();
     for (auto& [s, ls] : local_) ls->mailbox->abort();
+    if (comm_) comm_->abort();
   }
 
   void feedPassthroughOutputs() {
@@ -348,17 +349,17 @@ class Engine {
     if (sink_.put(g, j, t.to(at::kCPU)) && stageRank_[0] == rank_) gate_->release();
   }
 
-  // Rank 0 receives final outputs computed on other ranks, in the order sent.
-  void collect(int from) {
-    for (int64_t g = 0; g < total_; ++g)
-      for (size_t j = 0; j < m_.outputs.size(); ++j) {
-        const auto& src = m_.outputs[j].source;
-        if (!src || src->kind != ValueSource::Kind::StageOutput || stageRank_[src->stage] != from) continue;
-        auto t0 = Clock::now();
-        at::Tensor t = dist_->recv(from, tag(userOutEdge_[j], g), at::Device(at::kCPU), wire_[src->stage][src->output]);
-        if (trace_.enabled()) trace_.add("recv output " + std::to_string(j) + " mb " + std::to_string(g), "transfer", 1000 + from, t0, Clock::now());
-        complete(g, j, t);
-      }
+  // From the communication thread: a value received from another rank. Never
+  // blocks (runtime/comm.h): into a mailbox without a capacity bound, or into
+  // rank 0's output sink after a copy to the host.
+  void arrived(int64_t g, const CommEdge& e, Payload p) {
+    if (e.consumer.kind == Consumer::Kind::UserOutput) {
+      if (p.ready) p.ready->synchronize();
+      complete(g, e.consumer.userOutput, p.tensor);
+      return;
+    }
+    LocalStage& dst = *local_.at(e.consumer.stage);
+    dst.mailbox->deliver(g, static_cast<size_t>(dst.slot[e.consumer.input]), deliverTo(dst, p.tensor, p.ready));
   }
 
   // Moves a value to the device of the stage that consumes it.
@@ -399,31 +400,23 @@ class Engine {
       for (size_t k = 0; k < info.inputs.size(); ++k) {
         const StageInput& in = info.inputs[k];
         Payload p;
-        if (in.source.kind == ValueSource::Kind::UserInput) {
-          p = deliverTo(st, chunk.at(in.source.userInput), nullptr);
-        } else if (st.slot[k] >= 0) {
-          p = std::move(local[static_cast<size_t>(st.slot[k])]);
-        } else {
-          p = receiveInput(st, k, g, 1000 + static_cast<int>(info.index));
-        }
+        if (in.source.kind == ValueSource::Kind::UserInput) p = deliverTo(st, chunk.at(in.source.userInput), nullptr);
+        else p = std::move(local[static_cast<size_t>(st.slot[k])]);
         if (st.stream && p.ready) p.ready->block(*st.stream);
         if (st.stream && p.tensor.is_cuda())
           c10::cuda::CUDACachingAllocator::recordStream(p.tensor.storage().data_ptr(), *st.stream);
         args.emplace_back(std::move(p.tensor));
       }
-      auto c0 = Clock::now();
+      // No host sync on CUDA: the loop goes on to queue the next micro-batch's
+      // copies (on the copy stream) while this one computes.
+      st.timer.before(g);
       c10::IValue out = st.module.forward(args);
       std::shared_ptr<at::cuda::CUDAEvent> ready;
       if (st.stream) {
         ready = std::make_shared<at::cuda::CUDAEvent>();
         ready->record(*st.stream);
-        // Busy time means device time; wait for it so the figure is real.
-        st.stream->synchronize();
       }
-      auto c1 = Clock::now();
-      st.busyMs += msBetween(c0, c1);
-      if (trace_.enabled()) trace_.add("stage " + std::to_string(info.index) + " mb " + std::to_string(g), "compute",
-                 static_cast<int>(info.index), c0, c1);
+      st.timer.after(g);
       const auto& results = out.toTupleRef().elements();
       if (results.size() != info.outputs.size())
         throw Error(ErrorKind::Internal, "", "stage " + std::to_string(info.index),
@@ -431,34 +424,28 @@ class Engine {
                         std::to_string(info.outputs.size()));
       for (uint32_t o = 0; o < info.outputs.size(); ++o) {
         at::Tensor t = results[o].toTensor();
-        for (size_t ci = 0; ci < info.outputs[o].consumers.size(); ++ci) route(info.index, o, ci, g, t, ready);
+        for (int e : outEdge_[info.index][o]) route(edges_[static_cast<size_t>(e)], g, t, ready);
       }
     }
   }
 
-  void route(uint32_t stage, uint32_t output, size_t consumer, int64_t g, const at::Tensor& t,
-             const std::shared_ptr<at::cuda::CUDAEvent>& ready) {
-    const Consumer& c = m_.stages[stage].outputs[output].consumers[consumer];
-    int dstRank = c.kind == Consumer::Kind::StageInput ? stageRank_[c.stage] : 0;
-    if (dstRank == rank_) {
-      if (c.kind == Consumer::Kind::UserOutput) {
-        if (ready) ready->synchronize();
-        complete(g, c.userOutput, t);
-        return;
-      }
-      LocalStage& dst = *local_.at(c.stage);
-      auto t0 = Clock::now();
-      Payload p = deliverTo(dst, t, ready);
-      if (dst.device != t.device())
-        if (trace_.enabled()) trace_.add("copy to stage " + std::to_string(c.stage), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
-      dst.mailbox->put(g, static_cast<size_t>(dst.slot[c.input]), std::move(p));
+  void route(const CommEdge& e, int64_t g, const at::Tensor& t, const std::shared_ptr<at::cuda::CUDAEvent>& ready) {
+    if (e.crossesRanks()) {
+      comm_->hand(g, e.id, Payload{t, ready});  // sent in its turn by the communication thread
       return;
     }
-    if (ready) ready->synchronize();
-    at::Tensor send = dist_->backend() == "gloo" && t.is_cuda() ? t.to(at::kCPU) : t;
+    const Consumer& c = e.consumer;
+    if (c.kind == Consumer::Kind::UserOutput) {
+      if (ready) ready->synchronize();
+      complete(g, c.userOutput, t);
+      return;
+    }
+    LocalStage& dst = *local_.at(c.stage);
     auto t0 = Clock::now();
-    dist_->send(send, dstRank, tag(outEdge_[stage][output][consumer], g), wire_[stage][output]);
-    if (trace_.enabled()) trace_.add("send to rank " + std::to_string(dstRank), "transfer", 1000 + static_cast<int>(stage), t0, Clock::now());
+    Payload p = deliverTo(dst, t, ready);
+    if (dst.device != t.device() && trace_.enabled())
+      trace_.add("copy to stage " + std::to_string(c.stage), "transfer", 1000 + static_cast<int>(e.producer), t0, Clock::now());
+    dst.mailbox->put(g, static_cast<size_t>(dst.slot[c.input]), std::move(p));
   }
 
   void showProgress(std::atomic<bool>& finished) {
@@ -495,9 +482,15 @@ class Engine {
 
     // Busy times and memory: every rank publishes its own; rank 0 reports all.
     std::map<uint32_t, double> busy;
-    for (const auto& [s, ls] : local_) busy[static_cast<uint32_t>(s)] = ls->busyMs;
-    std::vector<DeviceMemory> mem = localMemory();
+    for (const auto& [s, ls] : local_) busy[static_cast<uint32_t>(s)] = ls->timer.busyMs();
+    std::vector<const LocalStage*> stages;
+    for (const auto& [s, ls] : local_) stages.push_back(ls.get());
+    std::vector<DeviceMemory> mem = deviceMemory(stages, rank_);
+    r.deviceBubbles = deviceBubbles(stages, rank_, r.wallMs);
     if (dist_) {
+      nlohmann::json bj = nlohmann::json::array();
+      for (const auto& b : r.deviceBubbles) bj.push_back({b.device, b.busyMs, b.bubble});
+      dist_->put("bubble/" + std::to_string(rank_), bj.dump());
       for (const auto& [s, b] : busy) dist_->put("busy/" + std::to_string(s), std::to_string(b));
       nlohmann::json mj = nlohmann::json::array();
       for (const auto& d : mem) mj.push_back({d.device, d.peakBytes});
@@ -505,6 +498,10 @@ class Engine {
       if (rank_ == 0) {
         for (uint32_t s = 0; s < P_; ++s) busy[s] = std::stod(dist_->get("busy/" + std::to_string(s)));
         mem.clear();
+        r.deviceBubbles.clear();
+        for (int rk = 0; rk < world_; ++rk)
+          for (const auto& e : nlohmann::json::parse(dist_->get("bubble/" + std::to_string(rk))))
+            r.deviceBubbles.push_back(DeviceBubble{rk, e[0].get<std::string>(), e[1].get<double>(), e[2].get<double>()});
         for (int rk = 0; rk < world_; ++rk)
           for (const auto& e : nlohmann::json::parse(dist_->get("mem/" + std::to_string(rk))))
             mem.push_back(DeviceMemory{rk, e[0].get<std::string>(), e[1].get<uint64_t>()});
@@ -564,29 +561,8 @@ class Engine {
       names[1000 + static_cast<int>(s)] = "stage " + std::to_string(s) + " transfers";
       names[2000 + static_cast<int>(s)] = "stage " + std::to_string(s) + " receives";
     }
+    names[3000] = "final outputs received";
     return names;
-  }
-
-  std::vector<DeviceMemory> localMemory() const {
-    std::vector<DeviceMemory> out;
-    std::set<std::string> seen;
-    for (const auto& [s, ls] : local_) {
-      std::string d = ls->device.str();
-      if (!seen.insert(d).second) continue;
-      DeviceMemory dm;
-      dm.rank = rank_;
-      dm.device = d;
-      if (ls->device.is_cuda()) {
-        auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(ls->device.index());
-        dm.peakBytes = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
-      } else {
-        struct rusage ru {};
-        getrusage(RUSAGE_SELF, &ru);
-        dm.peakBytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // process peak RSS
-      }
-      out.push_back(dm);
-    }
-    return out;
   }
 
   void check(RunReport& r) {
@@ -609,15 +585,16 @@ class Engine {
   int rank_ = 0, world_ = 1, localRank_ = 0;
   std::vector<int> stageRank_;
   std::vector<c10::Device> devices_;
-  bool allCuda_ = false;
+  std::string backend_;  // resolved; empty in one process
   std::unique_ptr<DistContext> dist_;
+  std::unique_ptr<CommThread> comm_;
   std::map<size_t, std::unique_ptr<LocalStage>> local_;
   std::vector<std::vector<at::Tensor>> chunks_;
   uint64_t batch_ = 0;
+  std::vector<CommEdge> edges_;                         // every stage output -> consumer connection
   std::vector<std::vector<std::vector<int>>> outEdge_;  // [stage][output][consumer] -> edge id
-  std::vector<std::vector<int>> inEdge_;                // [stage][input] -> edge id (-1: a user input)
-  std::vector<int> userOutEdge_;                        // [user output] -> edge id (-1: a user input)
-  std::vector<std::vector<DistContext::Shape>> wire_;   // [stage][output]
+  std::vector<DistContext::Shape> wire_;                // per edge: the shape the receiver expects
+  std::vector<c10::Device> recvDevice_;                 // per edge: where an NCCL receive lands
   int64_t total_ = 0;
   std::unique_ptr<Gate> gate_;
   Sink sink_;

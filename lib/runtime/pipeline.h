@@ -48,6 +48,17 @@ struct StageStats {
   double busyFraction = 0;
 };
 
+// How idle a device was: 1 - busy / wall, on the rank's own wall clock. A
+// GPU's busy time is the union of its stages' event-timed spans (stages that
+// share a GPU overlap on it); the CPU's is its stages' mean busy time (each
+// stage computes on its own thread).
+struct DeviceBubble {
+  int rank = 0;
+  std::string device;
+  double busyMs = 0;
+  double bubble = 0;
+};
+
 struct DeviceMemory {
   int rank = 0;
   std::string device;
@@ -67,6 +78,7 @@ struct RunReport {
   double bubbleMeasured = 0;               // 1 - sum(busy) / (stages * wall)
   double bubbleTheoretical = 0;            // (p - 1) / (m + p - 1)
   std::vector<StageStats> stageStats;
+  std::vector<DeviceBubble> deviceBubbles;
   std::vector<DeviceMemory> memory;
   // This rank's pre-load check of its stage files against the manifest's
   // sha256 (-1: skipped with --no-verify), and the bytes it hashed.

@@ -1,12 +1,20 @@
 #include "runtime/placement.h"
 
+#include <optional>
+
 #include <torch/cuda.h>
 
 #include "support/error.h"
 
 namespace pipecut::runtime {
 
-Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int world, int localRank) {
+namespace {
+
+std::string stageName(size_t s) { return "stage " + std::to_string(s); }
+
+}  // namespace
+
+Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int world, int localRank, int localWorld) {
   const size_t P = m.stages.size();
   Placement pl;
   pl.stageRank.resize(P);
@@ -27,10 +35,22 @@ Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int worl
   if (o.devices.size() != 1 && o.devices.size() != P)
     invalidInput("--devices", "gives " + std::to_string(o.devices.size()) + " devices for " + std::to_string(P) +
                                   " stages (give one for all, or one per stage)");
+  // A rank's local rank: its own is known; another's follows from torchrun's
+  // numbering when LOCAL_WORLD_SIZE is set.
+  auto localRankOf = [&](int r) -> std::optional<int> {
+    if (r == rank) return world > 1 ? localRank : 0;
+    if (localWorld > 0) return r % localWorld;
+    return std::nullopt;
+  };
   pl.allCuda = true;
+  std::vector<bool> known(P, true);  // the device index is known (not another rank's unknown "cuda")
   for (size_t s = 0; s < P; ++s) {
     std::string d = o.devices.size() == 1 ? o.devices[0] : o.devices[s];
-    if (d == "cuda") d = "cuda:" + std::to_string(world > 1 ? localRank : 0);
+    if (d == "cuda") {
+      auto lr = localRankOf(pl.stageRank[s]);
+      known[s] = lr.has_value();
+      d = "cuda:" + std::to_string(lr.value_or(0));
+    }
     c10::Device dev(c10::kCPU);
     try {
       dev = c10::Device(d);
@@ -38,14 +58,49 @@ Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int worl
       invalidInput("--devices", "unknown device '" + d + "'");
     }
     if (!dev.is_cpu() && !dev.is_cuda()) invalidInput("--devices", "only cpu and cuda devices are supported: '" + d + "'");
-    if (dev.is_cuda() && pl.stageRank[s] == rank) {
-      if (!torch::cuda::is_available()) invalidInput("--devices", "'" + d + "' requested, but no CUDA device is available");
-      if (dev.index() >= static_cast<int>(torch::cuda::device_count()))
-        invalidInput("--devices", "'" + d + "' does not exist (" + std::to_string(torch::cuda::device_count()) +
-                                      " CUDA devices)");
-    }
+    if (dev.is_cuda() && !dev.has_index()) dev = c10::Device(c10::kCUDA, 0);
     pl.allCuda &= dev.is_cuda();
     pl.devices.push_back(dev);
+  }
+
+  if (world > 1) {
+    const std::string& b = o.backend;
+    if (b != "auto" && b != "gloo" && b != "gloo-strict" && b != "nccl")
+      invalidInput("--backend", "unknown backend '" + b + "' (gloo, gloo-strict, nccl, auto)");
+    // Two ranks on one machine on one GPU: ranks r1 != r2 with equal
+    // r / LOCAL_WORLD_SIZE (torchrun's numbering) and equal cuda:N.
+    std::string shared;
+    if (localWorld > 0)
+      for (size_t a = 0; a < P && shared.empty(); ++a)
+        for (size_t c = a + 1; c < P && shared.empty(); ++c) {
+          int ra = pl.stageRank[a], rc = pl.stageRank[c];
+          if (ra != rc && ra / localWorld == rc / localWorld && known[a] && known[c] && pl.devices[a].is_cuda() &&
+              pl.devices[a] == pl.devices[c])
+            shared = "ranks " + std::to_string(ra) + " (" + stageName(a) + ") and " + std::to_string(rc) + " (" +
+                     stageName(c) + ") of one machine both use " + pl.devices[a].str();
+        }
+    if (b == "nccl") {
+      for (size_t s = 0; s < P; ++s)
+        if (!pl.devices[s].is_cuda())
+          invalidInput("--backend nccl", stageName(s) + " (rank " + std::to_string(pl.stageRank[s]) + ") is on " +
+                                             pl.devices[s].str() +
+                                             "; NCCL carries only CUDA tensors: put every stage on a GPU, or use "
+                                             "--backend gloo");
+      if (!shared.empty())
+        invalidInput("--backend nccl", shared + "; NCCL needs a GPU of its own per rank: give each rank its own "
+                                                "device (--devices cuda means cuda:LOCAL_RANK), or use --backend gloo");
+    }
+    pl.backend = b == "auto" ? (pl.allCuda && shared.empty() ? "nccl" : "gloo") : b;
+  }
+
+  for (size_t s = 0; s < P; ++s) {
+    const c10::Device& dev = pl.devices[s];
+    if (!dev.is_cuda() || pl.stageRank[s] != rank) continue;
+    std::string d = dev.str();
+    if (!torch::cuda::is_available()) invalidInput("--devices", "'" + d + "' requested, but no CUDA device is available");
+    if (dev.index() >= static_cast<int>(torch::cuda::device_count()))
+      invalidInput("--devices", "'" + d + "' does not exist (" + std::to_string(torch::cuda::device_count()) +
+                                    " CUDA devices)");
   }
   return pl;
 }

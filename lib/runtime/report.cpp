@@ -24,6 +24,9 @@ std::string reportJson(const RunReport& r) {
   for (const auto& s : r.stageStats)
     j["stage_stats"].push_back({{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"busy_ms", s.busyMs},
                                 {"busy_fraction", s.busyFraction}});
+  j["device_bubble"] = nlohmann::json::array();
+  for (const auto& b : r.deviceBubbles)
+    j["device_bubble"].push_back({{"rank", b.rank}, {"device", b.device}, {"busy_ms", b.busyMs}, {"bubble", b.bubble}});
   j["peak_memory"] = nlohmann::json::array();
   for (const auto& m : r.memory)
     j["peak_memory"].push_back({{"rank", m.rank}, {"device", m.device}, {"bytes", m.peakBytes},
@@ -50,6 +53,10 @@ std::string reportText(const RunReport& r) {
   for (const auto& st : r.stageStats) {
     std::snprintf(buf, sizeof buf, "  stage %u on %s (rank %d): busy %.1f ms (%.0f%%)\n", st.stage, st.device.c_str(),
                   st.rank, st.busyMs, 100 * st.busyFraction);
+    s += buf;
+  }
+  for (const auto& b : r.deviceBubbles) {
+    std::snprintf(buf, sizeof buf, "  bubble rank %d %s: %.3f (busy %.1f ms)\n", b.rank, b.device.c_str(), b.bubble, b.busyMs);
     s += buf;
   }
   for (const auto& m : r.memory) {

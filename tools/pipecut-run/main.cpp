@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   app.add_option("--queue-depth", o.queueDepth, "micro-batches a stage may receive ahead")->capture_default_str();
   app.add_option("--stage-ranks", stageRanks, "rank of each stage, e.g. 0,0,1,1 (default: spread evenly)");
   app.add_option("--timeout", o.timeoutSeconds, "seconds before a silent peer counts as failed")->capture_default_str();
-  app.add_option("--backend", o.backend, "gloo, nccl or auto")->capture_default_str();
+  app.add_option("--backend", o.backend, "auto (NCCL when every stage is on CUDA and no two ranks share a GPU, else Gloo), gloo, nccl, or "
+                 "gloo-strict (Gloo matching messages by order alone, as NCCL does; for tests)")->capture_default_str();
   app.add_option("--threads", o.threads, "intra-op threads (default: cores / (local stages x LOCAL_WORLD_SIZE))");
   app.add_option("--output", o.outputPath, "write the merged outputs (.safetensors)");
   app.add_option("--trace", o.tracePath, "write a Chrome trace (Perfetto) of compute and transfer spans");

@@ -1,0 +1,98 @@
+#include "runtime/comm.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+namespace pipecut::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+CommThread::CommThread(DistContext& dist, std::vector<CommEdge> edges, std::vector<DistContext::Shape> wire,
+                       std::vector<c10::Device> recvDevice, Trace& trace, Deliver deliver)
+    : dist_(dist), edges_(std::move(edges)), wire_(std::move(wire)), recvDevice_(std::move(recvDevice)),
+      trace_(trace), deliver_(std::move(deliver)) {}
+
+void CommThread::hand(int64_t g, int edge, Payload p) {
+  std::lock_guard<std::mutex> lk(mu_);
+  outbox_[{g, edge}] = std::move(p);
+  cv_.notify_all();
+}
+
+Payload CommThread::take(int64_t g, int edge) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return aborted_ || outbox_.count({g, edge}); });
+  if (aborted_) throw Aborted();
+  auto it = outbox_.find({g, edge});
+  Payload p = std::move(it->second);
+  outbox_.erase(it);
+  return p;
+}
+
+void CommThread::abort() {
+  std::lock_guard<std::mutex> lk(mu_);
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+c10::cuda::CUDAStream CommThread::commStream(c10::Device d) {
+  auto it = streams_.find(d.index());
+  if (it == streams_.end()) it = streams_.emplace(d.index(), c10::cuda::getStreamFromPool(false, d.index())).first;
+  return it->second;
+}
+
+void CommThread::run(int64_t total) {
+  CommSchedule schedule(edges_, dist_.rank(), total);
+  for (CommOp op; schedule.next(op);) {
+    if (op.send) send(op);
+    else receive(op);
+  }
+  dist_.flush();
+  dist_.releaseIssuer();
+}
+
+void CommThread::send(const CommOp& op) {
+  const CommEdge& e = edges_[static_cast<size_t>(op.edge)];
+  Payload p = take(op.microbatch, op.edge);
+  auto t0 = Clock::now();
+  at::Tensor t = p.tensor;
+  std::optional<c10::cuda::CUDAStreamGuard> guard;
+  if (t.is_cuda()) {
+    if (dist_.nccl()) {
+      // ProcessGroupNCCL orders its work after the current stream: make that
+      // stream wait for the producer's kernels, without a host sync.
+      guard.emplace(commStream(t.device()));
+      if (p.ready) p.ready->block(commStream(t.device()));
+    } else {
+      if (p.ready) p.ready->synchronize();
+      t = t.to(at::kCPU);  // Gloo sends host tensors
+    }
+  }
+  dist_.send(t, op.peer, tag(op.edge, op.microbatch), wire_[static_cast<size_t>(op.edge)]);
+  if (trace_.enabled())
+    trace_.add("send mb " + std::to_string(op.microbatch) + " to rank " + std::to_string(op.peer), "transfer",
+               1000 + static_cast<int>(e.producer), t0, Clock::now());
+}
+
+void CommThread::receive(const CommOp& op) {
+  const CommEdge& e = edges_[static_cast<size_t>(op.edge)];
+  c10::Device where = recvDevice_[static_cast<size_t>(op.edge)];
+  auto t0 = Clock::now();
+  std::optional<c10::cuda::CUDAStreamGuard> guard;
+  if (dist_.nccl() && where.is_cuda()) guard.emplace(commStream(where));
+  Payload p;
+  p.tensor = dist_.recv(op.peer, tag(op.edge, op.microbatch), where, wire_[static_cast<size_t>(op.edge)]);
+  if (p.tensor.is_cuda()) {
+    // The receive's wait ordered the current stream after NCCL's; consumers
+    // order themselves after this event.
+    p.ready = std::make_shared<at::cuda::CUDAEvent>();
+    p.ready->record(c10::cuda::getCurrentCUDAStream(p.tensor.device().index()));
+  }
+  bool output = e.consumer.kind == Consumer::Kind::UserOutput;
+  if (trace_.enabled())
+    trace_.add((output ? "recv output " + std::to_string(e.consumer.userOutput) : "recv input " + std::to_string(e.consumer.input)) +
+                   " mb " + std::to_string(op.microbatch) + " from rank " + std::to_string(op.peer),
+               "transfer", output ? 3000 : 2000 + static_cast<int>(e.consumer.stage), t0, Clock::now());
+  deliver_(op.microbatch, e, std::move(p));
+}
+
+}  // namespace pipecut::runtime
