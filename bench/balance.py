@@ -79,11 +79,12 @@ def main():
     print(f"2 ranks over Gloo on loopback, rank r pinned to core r, 1 intra-op thread each; load {util.loadavg()}")
     with util.WorkDir(a.keep, "pipecut-balance-") as work:
         pt2, ref, _ = util.prepare_model(a, work)
-        # The profile: the one-stage split, one micro-batch's worth of rows.
+        # The profile: the one-stage split on one micro-batch (the exported
+        # shape) of random token ids, one thread on one core, as each rank runs.
         whole = os.path.join(work, "whole")
         util.split(a.pipecut, pt2, 1, a.layers, whole)
         profile = os.path.join(work, "profile.json")
-        subprocess.run([a.runner, whole, "--profile", profile, "--inputs", ref, "--threads", "1", "--iterations", "10",
+        subprocess.run([a.runner, whole, "--profile", profile, "--random-inputs", "--int-high", str(a.vocab), "--threads", "1", "--iterations", "10",
                         "--warmup", "2", "-q"], check=True, stdout=subprocess.DEVNULL,
                        preexec_fn=lambda: os.sched_setaffinity(0, {0}))
         sides = {}
