@@ -1,5 +1,7 @@
 #include "emit/torchscript.h"
+#include "emit/torchscript_profile.h"
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -10,6 +12,7 @@
 #include <torch/csrc/jit/runtime/operator.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
 
 #include "emit/dtypes.h"
 #include "support/error.h"
@@ -39,6 +42,17 @@ class Emitter {
 
   // What is being emitted: a node or a lifted tensor ("" before either).
   const std::string& where() const { return where_; }
+
+  // For the profiler: remember which top-level program node inserted each
+  // jit node (by index in the program's node list), and give tensors storage
+  // of their own instead of the source's mapped bytes, so that the module may
+  // outlive the package and a buffer update does not write to a read-only map.
+  void trackOwners() {
+    owners_.emplace();
+    ownStorage_ = true;
+  }
+  const std::unordered_map<jit::Node*, size_t>& owners() const { return *owners_; }
+  const std::shared_ptr<jit::Graph>& graph() const { return graph_; }
 
   jit::Module build() {
     const ir::Program& p = pkg_.program;
@@ -70,7 +84,7 @@ class Emitter {
       }
     }
     makeRuntimeDevice();
-    emitGraph(p.graph);
+    emitTopLevel(p.graph);
 
     std::vector<jit::Value*> results;
     for (size_t k = 0; k < p.outputSpecs.size(); ++k) {
@@ -169,10 +183,15 @@ class Emitter {
     // every byte the view spans.
     pt2::ByteView bytes = t.data.view();
     auto [it, fresh] = storages_.try_emplace(bytes.data);
-    if (fresh)
+    if (fresh && ownStorage_) {
+      it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size, c10::GetDefaultCPUAllocator(),
+                                /*resizable=*/false);
+      if (bytes.size) std::memcpy(it->second.mutable_data(), bytes.data, bytes.size);
+    } else if (fresh) {
       it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size,
                                 c10::DataPtr(const_cast<uint8_t*>(bytes.data), c10::Device(c10::kCPU)),
                                 /*allocator=*/nullptr, /*resizable=*/false);
+    }
     at::Tensor out = at::empty({0}, options).set_(it->second, m.storageOffset.value, sizes, strides);
     if (t.isParam && m.requiresGrad) out.set_requires_grad(true);
     return out;
@@ -219,6 +238,17 @@ class Emitter {
 
   void emitGraph(const ir::Graph& g) {
     for (const auto& n : g.nodes) emitNode(*n);
+  }
+
+  // The program's own nodes. Every insertion goes to the end of the graph, so
+  // the jit nodes a program node adds are those after the last node before it.
+  void emitTopLevel(const ir::Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      jit::Node* last = graph_->return_node()->prev();  // the param node while the graph is empty
+      emitNode(*g.nodes[i]);
+      if (owners_)
+        for (jit::Node* jn = last->next(); jn != graph_->return_node(); jn = jn->next()) owners_->emplace(jn, i);
+    }
   }
 
   void emitNode(const ir::Node& n) {
@@ -468,25 +498,30 @@ class Emitter {
   std::unordered_map<std::string, jit::Value*> attrs_;
   std::unordered_map<const ir::Value*, jit::Value*> env_;
   std::string where_;
+  std::optional<std::unordered_map<jit::Node*, size_t>> owners_;
+  bool ownStorage_ = false;
 };
+
+// Builds the module; what torch still rejects after every overload and
+// argument was checked against its schema is the program's own content (a
+// malformed literal, a tensor whose metadata torch refuses): bad input, named
+// by the node or tensor being emitted.
+jit::Module buildModule(Emitter& emitter, const std::string& className) {
+  try {
+    return emitter.build();
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw Error(ErrorKind::InvalidInput, "", emitter.where().empty() ? className : emitter.where(),
+                "TorchScript rejects it: " + msg.substr(0, msg.find('\n')));
+  }
+}
 
 }  // namespace
 
 void writeTorchScript(const pt2::Package& stage, const std::string& className,
                       const std::function<size_t(const void*, size_t)>& sink) {
   Emitter emitter(stage, className);
-  jit::Module m;
-  try {
-    m = emitter.build();
-  } catch (const c10::Error& e) {
-    // Every overload and argument was checked against its schema before
-    // insertion, so what torch still rejects is the program's own content
-    // (a malformed literal, a tensor whose metadata torch refuses): bad input,
-    // named by the node or tensor being emitted.
-    std::string msg = e.what_without_backtrace();
-    throw Error(ErrorKind::InvalidInput, "", emitter.where().empty() ? className : emitter.where(),
-                "TorchScript rejects it: " + msg.substr(0, msg.find('\n')));
-  }
+  jit::Module m = buildModule(emitter, className);
   try {
     // Through a sink rather than a path: the caller hashes while writing, and
     // the archive's top folder is "archive" whatever the file is called.
@@ -495,6 +530,51 @@ void writeTorchScript(const pt2::Package& stage, const std::string& className,
     std::string msg = e.what_without_backtrace();
     internalError("saving " + className, msg.substr(0, msg.find('\n')));
   }
+}
+
+ProfiledModule buildTorchScriptForProfile(const pt2::Package& stage, const std::string& className) {
+  Emitter emitter(stage, className);
+  emitter.trackOwners();
+  ProfiledModule out;
+  out.module = buildModule(emitter, className);
+  out.graph = emitter.graph();
+  const auto& programNodes = stage.program.graph.nodes;
+  out.ranges.resize(programNodes.size());
+  for (size_t i = 0; i < programNodes.size(); ++i) {
+    out.ranges[i].name = programNodes[i]->label();
+    out.ranges[i].module = programNodes[i]->modulePath();
+  }
+  // Walk what survived dead-code elimination; erased nodes are simply never met.
+  // Owners must come in program order, each owner's nodes contiguous: nodes
+  // before the first owned one (attribute reads, the device) and after the
+  // last (buffer updates, the result tuple) belong to no program node.
+  const auto& owners = emitter.owners();
+  std::optional<size_t> current, firstOwned;
+  bool after = false;  // past the last owned node
+  for (jit::Node* jn : out.graph->nodes()) {
+    size_t pos = out.nodes.size();
+    out.nodes.push_back(jn);
+    auto it = owners.find(jn);
+    if (it == owners.end()) {
+      after = current.has_value();
+      continue;
+    }
+    size_t owner = it->second;
+    bool seen = out.ranges[owner].end != 0;
+    if (after || (current && owner < *current) || (owner != current && seen))
+      internalError(className, "the jit nodes of program node '" + out.ranges[owner].name + "' are not contiguous");
+    if (!seen) out.ranges[owner].begin = pos;
+    out.ranges[owner].end = pos + 1;
+    if (!firstOwned) firstOwned = pos;
+    current = owner;
+  }
+  // A node that emitted nothing (an export guard) gets an empty range where it stood.
+  size_t cursor = firstOwned.value_or(out.nodes.size());
+  for (auto& r : out.ranges) {
+    if (r.end == 0) r.begin = r.end = cursor;
+    cursor = r.end;
+  }
+  return out;
 }
 
 }  // namespace pipecut::emit

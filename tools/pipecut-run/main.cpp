@@ -1,4 +1,5 @@
-// pipecut-run: execute a pipecut split directory as a micro-batched pipeline.
+// pipecut-run: execute a pipecut split directory as a micro-batched pipeline,
+// or (--profile) time each node of a one-stage split.
 // Exit codes: 0 ok, 1 usage, 2 invalid input, 3 internal error,
 // 4 --check mismatch, 5 a rank failed or timed out in a multi-process run.
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/pipeline.h"
+#include "runtime/profile.h"
 #include "support/error.h"
 
 int main(int argc, char** argv) {
@@ -17,9 +19,12 @@ int main(int argc, char** argv) {
   CLI::App app{"pipecut-run: run a pipecut split directory as a micro-batched pipeline on CPUs and GPUs, "
                "in one process or across processes (torch.distributed c10d; torchrun --no-python works)"};
   app.set_version_flag("--version", std::string("pipecut-run ") + PIPECUT_VERSION);
-  std::string devices = "cpu", schedule = "gpipe", stageRanks;
+  std::string devices = "cpu", schedule = "gpipe", stageRanks, profilePath;
   bool json = false, quiet = false, noVerify = false;
   app.add_option("dir", o.dir, "directory written by pipecut split")->required();
+  auto* profile = app.add_option("--profile", profilePath,
+                                 "time every node of a one-stage split (spec {\"split_points\": {}}) and write the "
+                                 "times to this JSON file; the whole batch is one forward call");
   app.add_option("--devices", devices, "cpu, cuda:N or cuda (= cuda:LOCAL_RANK); one for all stages or one per stage")
       ->capture_default_str();
   app.add_option("-m,--microbatches", o.microbatches, "micro-batches per batch (the batch splits along dimension 0)")
@@ -36,8 +41,9 @@ int main(int argc, char** argv) {
   app.add_option("--atol", o.atol, "absolute tolerance for --check (default: by dtype, as torch.testing)");
   app.add_option("--rtol", o.rtol, "relative tolerance for --check (default: by dtype, as torch.testing)");
   app.add_flag("--exact", o.exact, "--check demands bitwise equality (for references computed on this machine)");
-  app.add_option("--iterations", o.iterations, "measured passes over the batch")->capture_default_str();
-  app.add_option("--warmup", o.warmup, "unmeasured passes first")->capture_default_str();
+  auto* iterations = app.add_option("--iterations", o.iterations, "measured passes over the batch (--profile: 10)")
+                         ->capture_default_str();
+  auto* warmup = app.add_option("--warmup", o.warmup, "unmeasured passes first (--profile: 2)")->capture_default_str();
   app.add_option("--queue-depth", o.queueDepth, "micro-batches a stage may receive ahead")->capture_default_str();
   app.add_option("--stage-ranks", stageRanks, "rank of each stage, e.g. 0,0,1,1 (default: spread evenly)");
   app.add_option("--timeout", o.timeoutSeconds, "seconds before a silent peer counts as failed")->capture_default_str();
@@ -49,6 +55,11 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the report as JSON");
   app.add_flag("-q,--quiet", quiet, "no progress line");
   app.add_flag("--no-verify", noVerify, "skip checking stage files against the manifest's hashes");
+  // Pipeline options that a profile (one stage, one process, one call per
+  // batch) has no use for: giving one with --profile is a usage error.
+  for (const char* name : {"--microbatches", "--schedule", "--check", "--atol", "--rtol", "--exact", "--queue-depth",
+                           "--stage-ranks", "--timeout", "--backend", "--output", "--trace"})
+    profile->excludes(app.get_option(name));
   try {
     app.parse(argc, argv);
     std::stringstream ds(devices);
@@ -72,7 +83,27 @@ int main(int argc, char** argv) {
   }
   o.verifyHashes = !noVerify;
   o.progress = !quiet && !json && isatty(STDERR_FILENO);
+  const bool profiling = profile->count() > 0;
+  if (profiling) {
+    // One pass is too few to time: the first calls of a TorchScript method
+    // profile and optimize it. An explicit --warmup/--iterations is kept.
+    if (warmup->count() == 0) o.warmup = 2;
+    if (iterations->count() == 0) o.iterations = 10;
+    const char* bad = profilePath.empty() ? "--profile needs a file name"
+                      : o.iterations < 1  ? "--iterations must be at least 1 with --profile"
+                      : o.warmup < 0      ? "--warmup must not be negative"
+                                          : nullptr;
+    if (bad) {
+      std::cerr << "pipecut-run: " << bad << "\nRun with --help for more information.\n";
+      return 1;
+    }
+  }
   try {
+    if (profiling) {
+      runtime::ProfileReport r = runtime::runProfile(o, profilePath);
+      std::cout << (json ? runtime::profileSummaryJson(r) + "\n" : runtime::profileText(r));
+      return 0;
+    }
     runtime::RunReport r = runtime::runPipeline(o);
     if (r.rank == 0) std::cout << (json ? runtime::reportJson(r) + "\n" : runtime::reportText(r));
     if (r.checked && !r.checkOk) return 4;

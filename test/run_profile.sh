@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# pipecut-run --profile: one-stage splits of fixtures are timed node by node;
+# the profile names exactly the stage program's top-level nodes (as
+# torch.export.load sees them) in order, with their modules, carries the
+# source's hash, and its node times add up to about forward()'s time. Plus the
+# refusals: a split of several stages (exit 2, naming the directory), options
+# that only make sense for a pipeline (exit 1), WORLD_SIZE > 1 (exit 2).
+set -uo pipefail
+pipecut=$1 run=$2 py=$3 src=$4 out=$5
+rm -rf "$out"
+mkdir -p "$out"
+models=$src/testdata/models
+fail=0 pass=0
+expect() {  # expect RC DESCRIPTION -- command...
+  local want=$1 what=$2; shift 3
+  local log; log=$("$@" 2>&1); local rc=$?
+  if [[ $rc -ne $want ]]; then echo "FAIL ($what): exit $rc, wanted $want"; echo "$log" | tail -5; fail=$((fail+1)); else pass=$((pass+1)); fi
+  LAST_LOG=$log
+}
+contains() {  # contains DESCRIPTION NEEDLE: the last command's output holds NEEDLE
+  if [[ $LAST_LOG == *"$2"* ]]; then pass=$((pass+1)); else echo "FAIL ($1): no '$2' in: $LAST_LOG"; fail=$((fail+1)); fi
+}
+
+# The profile's checks, in Python: PROFILE SPLIT_DIR MODEL_PT2 THREADS ITERATIONS WARMUP
+check_profile() {
+  "$py" - "$@" <<'EOF' 2>&1
+import hashlib, json, math, operator, sys, warnings
+import torch
+warnings.filterwarnings("ignore")
+path, split, model, threads, iterations, warmup = sys.argv[1:]
+p = json.load(open(path))
+keys = ["format", "version", "source_model", "source_sha256", "device", "threads", "iterations", "warmup",
+        "total_ms", "forward_ms", "nodes"]
+assert list(p) == keys, list(p)
+assert p["format"] == "pipecut-profile" and p["version"] == 1, p
+manifest = json.load(open(split + "/manifest.json"))
+assert p["source_sha256"] == manifest["source_sha256"] == hashlib.sha256(open(model, "rb").read()).hexdigest()
+assert p["source_model"] == manifest["source_model"], (p["source_model"], manifest["source_model"])
+assert p["device"] == "cpu" and p["threads"] == int(threads), (p["device"], p["threads"])
+assert p["iterations"] == int(iterations) and p["warmup"] == int(warmup)
+# Top-level nodes of the stage program as torch.export.load sees them, less
+# what its loader adds: get_attr nodes (a higher-order op's body, which the
+# .pt2 holds inline in the node) and operator.getitem nodes (the .pt2 lists a
+# node's several outputs in the node itself).
+ep = torch.export.load(split + "/stage_000.pt2")
+want = []
+for n in ep.graph_module.graph.nodes:
+    if n.op == "call_function" and n.target is not operator.getitem:
+        stack = list(n.meta.get("nn_module_stack", {}).values())
+        want.append((n.name, stack[-1][0] if stack else ""))
+got = [(n["name"], n["module"]) for n in p["nodes"]]
+assert got == want, next((i, g, w) for i, (g, w) in enumerate(zip(got + [None] * len(want), want + [None] * len(got))) if g != w)
+ms = [n["ms"] for n in p["nodes"]]
+assert all(isinstance(m, float) and math.isfinite(m) and m >= 0 for m in ms), ms
+assert abs(sum(ms) - p["total_ms"]) <= 1e-6 * max(1.0, p["total_ms"]), (sum(ms), p["total_ms"])
+assert p["forward_ms"] > 0 and p["total_ms"] > 0, p
+# Export guards become no jit node: an entry all the same, timing nothing.
+guards = [n["ms"] for n in p["nodes"] if n["name"].startswith(("_assert_tensor_metadata", "_assert_scalar"))]
+assert all(m < 0.05 for m in guards), guards
+# The same work as forward(), one node at a time: a few microseconds more per
+# node, never a different order of magnitude.
+ratio = p["total_ms"] / p["forward_ms"]
+assert 0.2 < ratio < 5, ("total_ms / forward_ms", ratio)
+print("ok", len(ms), "nodes, total", round(p["total_ms"], 3), "ms, forward", round(p["forward_ms"], 3), "ms")
+EOF
+}
+
+echo '{"split_points": {}}' >"$out/whole.json"
+for model in llama_tiny gpt2_tied; do
+  expect 0 "$model: one-stage split" -- "$pipecut" split "$models/$model.pt2" --spec "$out/whole.json" -o "$out/$model.whole" -q
+  expect 0 "$model: profile" -- "$run" "$out/$model.whole" --profile "$out/$model.profile.json" \
+    --inputs "$models/$model.ref.safetensors" --threads 1 --iterations 3 --warmup 1
+  contains "$model: summary" "nodes on cpu, 1 thread, median of 3 iterations after 1 warmup"
+  contains "$model: summary" "sum of node times"
+  expect 0 "$model: profile contents" -- check_profile "$out/$model.profile.json" "$out/$model.whole" "$models/$model.pt2" 1 3 1
+  echo "$model: $LAST_LOG"
+done
+
+# Random inputs, the profile defaults (10 iterations after 2 warmup) and --json.
+expect 0 "random inputs, --json" -- "$run" "$out/llama_tiny.whole" --profile "$out/random.json" --random-inputs --seed 3 \
+  --int-high 50 --threads 1 --json
+echo "$LAST_LOG" | "$py" -c '
+import json, sys
+lines = sys.stdin.read().strip().splitlines()
+assert len(lines) == 1, lines
+r = json.loads(lines[0])
+assert r["profile"].endswith("random.json") and r["iterations"] == 10 and r["warmup"] == 2 and r["threads"] == 1, r
+assert 0 < len(r["slowest"]) <= 10 and r["nodes"] >= len(r["slowest"]), r
+assert [n["ms"] for n in r["slowest"]] == sorted((n["ms"] for n in r["slowest"]), reverse=True), r["slowest"]
+' || { echo "FAIL: --json summary: $LAST_LOG"; fail=$((fail+1)); }
+expect 0 "random inputs profile contents" -- check_profile "$out/random.json" "$out/llama_tiny.whole" "$models/llama_tiny.pt2" 1 10 2
+
+# Refusals. A split of several stages: exit 2, naming the directory and the way out.
+expect 0 "two-stage split" -- "$pipecut" split "$models/llama_tiny.pt2" --spec "$src/testdata/specs/llama_tiny.2.json" \
+  -o "$out/llama_tiny.2" -q
+expect 2 "profile of 2 stages" -- "$run" "$out/llama_tiny.2" --profile "$out/two.json" --random-inputs
+contains "two stages: directory" "$out/llama_tiny.2: manifest: lists 2 stages"
+contains "two stages: remedy" "one-stage split"
+contains "two stages: spec" 'SPEC holding {"split_points": {}}'
+[[ ! -e $out/two.json ]] && pass=$((pass+1)) || { echo "FAIL: a refused profile wrote $out/two.json"; fail=$((fail+1)); }
+# Pipeline options make no sense for a profile: usage errors.
+expect 1 "--profile with -m" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs -m 2
+contains "-m message" "--profile excludes"
+expect 1 "--profile with --stage-ranks" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs --stage-ranks 0
+contains "--stage-ranks message" "--stage-ranks"
+expect 1 "--profile with --iterations 0" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs --iterations 0
+contains "--iterations message" "--iterations must be at least 1"
+[[ ! -e $out/m.json ]] && pass=$((pass+1)) || { echo "FAIL: a usage error wrote $out/m.json"; fail=$((fail+1)); }
+# One process only.
+expect 2 "--profile under WORLD_SIZE=2" -- env WORLD_SIZE=2 RANK=0 "$run" "$out/llama_tiny.whole" --profile "$out/w.json" --random-inputs
+contains "WORLD_SIZE message" "WORLD_SIZE: is 2; --profile runs in one process"
+# No inputs: exit 2 as for a pipeline run.
+expect 2 "--profile without inputs" -- "$run" "$out/llama_tiny.whole" --profile "$out/w.json"
+contains "inputs message" "give --inputs FILE or --random-inputs"
+
+echo "run_profile: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
