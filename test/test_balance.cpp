@@ -109,7 +109,7 @@ std::vector<uint64_t> carvedBytes(const Loaded& l, const partition::SplitSpec& s
 
 }  // namespace
 
-TEST_CASE("--balance params costs what carving places, tied weights in every stage", "[balance]") {
+TEST_CASE("balancing: params costs what carving places, tied weights in every stage", "[balance]") {
   for (const char* name : {"llama_tiny", "gpt2_tied", "cnn_bn"}) {
     Loaded l = load(name);
     for (int stages : {2, 3}) {
@@ -125,7 +125,7 @@ TEST_CASE("--balance params costs what carving places, tied weights in every sta
   }
 }
 
-TEST_CASE("--balance params is optimal over every pair of cut candidates", "[balance]") {
+TEST_CASE("balancing: params is optimal over every pair of cut candidates", "[balance]") {
   // An oracle independent of the balancer's cost model: carve every 3-stage
   // cut among the candidates the balancer reports, and take the least
   // heaviest stage carving reports. It can only match that, and it must
@@ -165,7 +165,7 @@ TEST_CASE("--balance params is optimal over every pair of cut candidates", "[bal
   CHECK(heaviest <= bestOver(layers));
 }
 
-TEST_CASE("--balance flops counts matmuls from the shapes", "[balance]") {
+TEST_CASE("balancing: flops counts matmuls from the shapes", "[balance]") {
   Loaded l = load("mlp");
   partition::BalanceRequest r;
   r.stages = 1;
@@ -187,7 +187,7 @@ TEST_CASE("--balance flops counts matmuls from the shapes", "[balance]") {
   CHECK(b.stages[0].cost < want * 1.1);
 }
 
-TEST_CASE("--balance refuses what it cannot do, naming why", "[balance]") {
+TEST_CASE("balancing: refuses what it cannot do, naming why", "[balance]") {
   Loaded l = load("mlp");
   partition::BalanceRequest r;
   r.by = partition::BalanceBy::Params;
