@@ -3,7 +3,11 @@
 # python3 that holds torch: builds pipecut against that torch, splits the
 # fixture zoo, and runs every split on CUDA (one process, all stages on one
 # GPU) with 1 and 8 micro-batches under --check, then prints throughput and
-# bubble for each run.
+# bubble for each run. Then 2-process pipelines: over NCCL, one GPU per rank,
+# where the machine has two or more GPUs (NCCL refuses two ranks on one GPU);
+# over Gloo with CUDA tensors, both ranks on cuda:0, on a one-GPU machine;
+# and stages split across devices in one process (--devices cuda:0,cpu).
+# With --device cpu the 2-process runs use --backend gloo-strict on the CPU.
 #
 #   scripts/gpu_check.sh                 # on the GPU machine
 #   scripts/gpu_check.sh --device cpu    # the same steps on CPU (tests this script)
@@ -37,6 +41,8 @@ if [[ -n $prefix ]]; then
   cmake_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include"
                -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" -DProtobuf_INCLUDE_DIR="$prefix/usr/include"
                -DProtobuf_LIBRARY="$prefix/usr/lib/x86_64-linux-gnu/libprotobuf.so")
+  # Searched after torch's own nvidia/nccl/include (see CMakeLists.txt).
+  [[ -f $prefix/nccl/include/nccl.h ]] && cmake_args+=(-DPIPECUT_NCCL_FALLBACK_INCLUDE="$prefix/nccl/include")
 fi
 t0=$SECONDS
 cmake -S "$root" -B "$build" "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; log "configure failed"; exit 3; }
@@ -75,6 +81,39 @@ except Exception:
     if [[ $rc -eq 0 && $ok == True ]]; then pass=$((pass+1)); else fail=$((fail+1)); head -3 "$out/$name.m$m.err" | tee -a "$out/gpu_check.log"; fi
   done
 done
+# Two processes on loopback. RANK/LOCAL_RANK per process; --devices cuda is
+# each rank's cuda:LOCAL_RANK.
+gpus=0
+[[ $device == cuda* ]] && gpus=$("$py" -c "import torch; print(torch.cuda.device_count())")
+if ((gpus >= 2)); then two=(--backend nccl --devices cuda) two_name="nccl, cuda:LOCAL_RANK"
+elif ((gpus == 1)); then two=(--backend gloo --devices cuda:0) two_name="gloo, both ranks on cuda:0"
+else two=(--backend gloo-strict --devices cpu) two_name="gloo-strict, cpu"
+fi
+port=29811
+for name in llama_tiny.4 multi_io.2 skip.4 dynamic_batch.2; do
+  model=${name%.*} ref=$work/refs/${name%.*}.mb8.ref.safetensors
+  port=$((port + 1)) pids=() rc=0
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$run" "$work/splits/$name" "${two[@]}" -m 8 --inputs "$ref" --check "$ref" "${tol[@]}" \
+      --warmup 2 --iterations 5 --json -q --timeout 120 >"$out/$name.2proc.rank$r.json" 2>"$out/$name.2proc.rank$r.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  ok=$("$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['check']['ok'], round(r['throughput_samples_per_s'],1), r['backend'])" \
+       "$out/$name.2proc.rank0.json" 2>/dev/null || echo "error")
+  log "2 processes ($two_name) $name M=8: exit $rc, check/throughput/backend: $ok"
+  if [[ $rc -eq 0 && $ok == True* ]]; then pass=$((pass+1)); else fail=$((fail+1)); cat "$out/$name.2proc.rank"*.err | tail -6; fi
+done
+# Stages on two devices in one process: copies between the GPU and the host.
+if [[ $device == cuda* ]]; then
+  for name in llama_tiny.2 multi_io.2; do
+    ref=$root/testdata/models/${name%.*}.ref.safetensors
+    if "$run" "$work/splits/$name" --devices "$device,cpu" --inputs "$ref" --check "$ref" "${tol[@]}" -q \
+         >"$out/$name.cross.log" 2>&1; then pass=$((pass+1)); log "--devices $device,cpu $name: ok"
+    else fail=$((fail+1)); log "--devices $device,cpu $name: FAILED"; tail -3 "$out/$name.cross.log"; fi
+  done
+fi
 # A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
 "$run" "$work/splits/llama_tiny.4" --devices "$device" -m 8 --random-inputs --int-high 256 --warmup 5 --iterations 50 \
   --trace "$out/llama_tiny.4.trace.json" -q | tee -a "$out/gpu_check.log"

@@ -13,4 +13,11 @@ rm -rf "$dest" && mkdir -p "$dest/debs" "$dest/prefix"
 for deb in "$dest"/debs/*.deb; do dpkg -x "$deb" "$dest/prefix"; done
 rm -rf "$dest/debs" "$dest/prefix/usr/share/doc" "$dest/prefix/usr/share/man"
 find "$dest/prefix" -name "*.a" -delete  # the shared libraries suffice; keeps the carry small
+# torch's ProcessGroupNCCL.hpp includes <nccl.h>. CMake looks for it beside the
+# GPU machine's torch (site-packages/nvidia/nccl/include, from the nvidia-nccl
+# wheel torch depends on); in case that wheel is missing there, a copy of the
+# header from this machine's venv (only declarations: libtorch_cuda brings the
+# library) goes into the prefix, where gpu_check.sh points CMake.
+venv_nccl=$("$root/scripts/setup.sh")/lib/python3*/site-packages/nvidia/nccl/include
+for d in $venv_nccl; do [[ -f $d/nccl.h ]] && mkdir -p "$dest/prefix/nccl/include" && cp -r "$d"/. "$dest/prefix/nccl/include/"; done
 du -sh "$dest/prefix"
