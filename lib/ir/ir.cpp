@@ -98,6 +98,13 @@ const char* valueKindName(ValueKind k) {
 
 // Turns sympy's srepr ("Add(Symbol('s0', integer=True), Integer(1))") into
 // something a person reads ("Add(s0, 1)"); a bare symbol becomes its name.
+std::optional<int64_t> SymInt::example() const {
+  if (!isExpr) return value;
+  if (hint.is_object() && hint.contains("as_int") && hint["as_int"].is_number_integer())
+    return hint["as_int"].get<int64_t>();
+  return std::nullopt;
+}
+
 std::string SymInt::str() const {
   if (!isExpr) return std::to_string(value);
   std::string out;

@@ -41,6 +41,9 @@ struct SymInt {
   std::string expr;      // sympy srepr, when isExpr
   Json hint;             // SymExprHint or null, verbatim
   std::string str() const;  // "4", or the short symbol name ("s77") for an expression
+  // The value, or for an expression the example value export recorded (its
+  // integer hint); nullopt when there is none.
+  std::optional<int64_t> example() const;
 };
 
 struct Device {

@@ -7,6 +7,11 @@
 
 namespace pipecut::ir {
 
+bool pathIn(const std::string& p, const std::string& module) {
+  if (module.empty()) return true;
+  return p == module || (p.size() > module.size() && p.compare(0, module.size(), module) == 0 && p[module.size()] == '.');
+}
+
 std::string parentPath(const std::string& path) {
   size_t dot = path.rfind('.');
   return dot == std::string::npos ? std::string() : path.substr(0, dot);

@@ -40,5 +40,7 @@ class ModuleTree {
 
 // "a.b.c" -> "a.b"; "a" -> ""
 std::string parentPath(const std::string& path);
+// Whether module path `path` is `module` or inside it ("" contains everything).
+bool pathIn(const std::string& path, const std::string& module);
 
 }  // namespace pipecut::ir

@@ -11,10 +11,7 @@ namespace pipecut::partition {
 
 namespace {
 
-bool pathIn(const std::string& p, const std::string& module) {
-  if (module.empty()) return true;
-  return p == module || (p.size() > module.size() && p.compare(0, module.size(), module) == 0 && p[module.size()] == '.');
-}
+using ir::pathIn;
 
 // Counts nodes inside `g` (recursively) that are / are not in `module`.
 void countBody(const ir::Graph& g, const std::string& module, size_t& in, size_t& out) {

@@ -19,10 +19,7 @@ namespace pipecut::partition {
 
 namespace {
 
-bool pathIn(const std::string& p, const std::string& module) {
-  if (module.empty()) return true;
-  return p == module || (p.size() > module.size() && p.compare(0, module.size(), module) == 0 && p[module.size()] == '.');
-}
+using ir::pathIn;
 
 // "a.b.c" -> "a", "a.b", "a.b.c" (the root "" excluded).
 template <class F> void forEachPrefix(const std::string& path, F&& f) {
@@ -186,10 +183,7 @@ std::vector<uint64_t> liveBytes(const ir::Graph& g) {
       const ir::DTypeInfo* d = ir::dtypeInfo(v->meta->dtype);
       uint64_t bytes = d ? static_cast<uint64_t>(d->itemSize) : 0;
       for (size_t k = 1; k < v->meta->sizes.size(); ++k) {
-        const ir::SymInt& s = v->meta->sizes[k];
-        int64_t size = s.value;
-        if (s.isExpr) size = s.hint.is_object() && s.hint.contains("as_int") ? s.hint["as_int"].get<int64_t>() : 1;
-        bytes *= static_cast<uint64_t>(std::max<int64_t>(size, 0));
+        bytes *= static_cast<uint64_t>(std::max<int64_t>(v->meta->sizes[k].example().value_or(1), 0));
       }
       diff[i + 1] += static_cast<int64_t>(bytes);
       diff[it->second + 1] -= static_cast<int64_t>(bytes);

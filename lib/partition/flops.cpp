@@ -21,9 +21,7 @@ std::string atenBase(const ir::Node& n) {
 }
 
 int64_t sizeOf(const ir::SymInt& s, const ir::Node& n) {
-  if (!s.isExpr) return s.value;
-  if (s.hint.is_object() && s.hint.contains("as_int") && s.hint["as_int"].is_number_integer())
-    return s.hint["as_int"].get<int64_t>();
+  if (auto v = s.example()) return *v;
   invalidInput("node '" + n.label() + "'",
                "counting FLOPs needs the example value of symbolic size " + s.str() +
                    ", which the program does not record; balance by params or time instead");
