@@ -95,6 +95,13 @@ Loaded load(const std::string& name) {
   return l;
 }
 
+partition::BalanceResult balanced(const Loaded& l, int stages, partition::BalanceBy by) {
+  partition::BalanceRequest r;
+  r.stages = stages;
+  r.by = by;
+  return partition::balance(l.pkg, l.tree, r);
+}
+
 // Parameter bytes per stage as carving places them (no recomputed copies).
 std::vector<uint64_t> carvedBytes(const Loaded& l, const partition::SplitSpec& spec) {
   partition::Assignment a = partition::assignStages(l.pkg.program, spec, l.tree);
@@ -113,12 +120,12 @@ TEST_CASE("balancing: params costs what carving places, tied weights in every st
   for (const char* name : {"llama_tiny", "gpt2_tied", "cnn_bn"}) {
     Loaded l = load(name);
     for (int stages : {2, 3}) {
-      partition::BalanceRequest r;
-      r.stages = stages;
-      r.by = partition::BalanceBy::Params;
-      partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
+      partition::BalanceResult b = balanced(l, stages, partition::BalanceBy::Params);
       INFO(name << " into " << stages << ": " << b.spec.canonical);
       REQUIRE(b.stages.size() == static_cast<size_t>(stages));
+      // Read back like a user's spec, it cuts where the balancer chose.
+      REQUIRE(b.cutPositions.size() == static_cast<size_t>(stages - 1));
+      partition::checkReproduces(b, partition::assignStages(l.pkg.program, b.spec, l.tree));
       std::vector<uint64_t> carved = carvedBytes(l, b.spec);
       for (size_t s = 0; s < carved.size(); ++s) CHECK(b.stages[s].cost == static_cast<double>(carved[s]));
     }
@@ -131,10 +138,7 @@ TEST_CASE("balancing: params is optimal over every pair of cut candidates", "[ba
   // heaviest stage carving reports. It can only match that, and it must
   // never be worse than the best cut between whole layers.
   Loaded l = load("llama_tiny");
-  partition::BalanceRequest r;
-  r.stages = 3;
-  r.by = partition::BalanceBy::Params;
-  partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
+  partition::BalanceResult b = balanced(l, 3, partition::BalanceBy::Params);
   double heaviest = 0;
   for (const auto& s : b.stages) heaviest = std::max(heaviest, s.cost);
   auto bestOver = [&](const std::vector<partition::SplitPoint>& cands) {
@@ -167,10 +171,7 @@ TEST_CASE("balancing: params is optimal over every pair of cut candidates", "[ba
 
 TEST_CASE("balancing: flops counts matmuls from the shapes", "[balance]") {
   Loaded l = load("mlp");
-  partition::BalanceRequest r;
-  r.stages = 1;
-  r.by = partition::BalanceBy::Flops;
-  partition::BalanceResult b = partition::balance(l.pkg, l.tree, r);
+  partition::BalanceResult b = balanced(l, 1, partition::BalanceBy::Flops);
   // Recount the linears by hand: 2 * batch * in * out (+ batch * out for the bias).
   double want = 0;
   for (const auto& n : l.pkg.program.graph.nodes) {

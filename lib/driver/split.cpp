@@ -76,15 +76,14 @@ namespace {
 
 // The spec the balancer chooses, in place of a file.
 // `sourceHash` receives the source's SHA-256 when checking a profile needed it.
-partition::SplitSpec balancedSpec(const SplitRequest& r, const pt2::Package& pkg, const ir::ModuleTree& tree,
-                                  partition::BalanceResult* balanced, std::string& sourceHash) {
+partition::BalanceResult balanceCuts(const SplitRequest& r, const pt2::Package& pkg, const ir::ModuleTree& tree,
+                                     std::string& sourceHash) {
   support::ScopedPhase phase("balance");
   partition::CostProfile profile;
   partition::BalanceRequest br;
   br.stages = r.stages;
   br.by = r.balanceBy;
-  if (r.balanceBy == partition::BalanceBy::Time) {
-    if (r.costProfile.empty()) throw Error(ErrorKind::Usage, "", "--cost", "--balance time needs --cost PROFILE.json");
+  if (r.balanceBy == partition::BalanceBy::Time && !r.costProfile.empty()) {  // none: balance() refuses
     profile = partition::readCostProfile(r.costProfile);
     // Node names repeat across models (every Llama has a linear_3): only the
     // hash tells that the times were measured on this very program.
@@ -96,16 +95,12 @@ partition::SplitSpec balancedSpec(const SplitRequest& r, const pt2::Package& pkg
                       "...)");
     br.profile = &profile;
   }
-  partition::BalanceResult result;
   try {
-    result = partition::balance(pkg, tree, br);
+    return partition::balance(pkg, tree, br);
   } catch (const Error& e) {
     if (!e.file().empty()) throw;
     e.rethrowWithFile(r.model);
   }
-  partition::SplitSpec spec = result.spec;
-  if (balanced) *balanced = std::move(result);
-  return spec;
 }
 
 }  // namespace
@@ -126,11 +121,16 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
     e.rethrowWithFile(r.model);
   }
   std::string sourceHash;
-  if (balancing) spec = balancedSpec(r, pkg, tree, balanced, sourceHash);
+  partition::BalanceResult chosen;
+  if (balancing) {
+    chosen = balanceCuts(r, pkg, tree, sourceHash);
+    spec = chosen.spec;
+  }
   partition::Carving carving;
   try {
     support::ScopedPhase phase("assign and carve");
     partition::Assignment assignment = partition::assignStages(pkg.program, spec, tree);
+    if (balancing) partition::checkReproduces(chosen, assignment);
     partition::CarveOptions co;
     co.recompute = r.recompute;
     co.programs = !r.preview;  // a preview reports the cut; it builds no stage program
@@ -142,6 +142,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
   m.sourceModel = fs::path(r.model).filename().string();
   m.pipecutVersion = PIPECUT_VERSION;
   m.splitSpec = spec.canonical;
+  if (balanced) *balanced = std::move(chosen);
 
   if (!r.dotFile.empty())
     pt2::writeFileAtomically(r.dotFile, [&](const auto& sink) {

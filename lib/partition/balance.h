@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/module_tree.h"
+#include "partition/assign.h"
 #include "partition/split_spec.h"
 #include "pt2/package.h"
 
@@ -49,6 +50,7 @@ struct BalanceResult {
   std::vector<uint64_t> cutBytes;  // per cut: bytes per sample crossing it
   std::vector<SplitPoint> candidates;  // every cut considered, in program order
   double imbalance = 1;            // heaviest stage / mean stage
+  std::vector<size_t> cutPositions;  // per cut: the first node of the next stage
 };
 
 struct BalanceRequest {
@@ -61,6 +63,10 @@ struct BalanceRequest {
 // Throws pipecut::Error (InvalidInput): N < 1, more stages than candidates + 1,
 // a node the profile lacks, a FLOP count that needs an unknown size.
 BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const BalanceRequest& request);
+
+// The spec the balancer wrote must cut where it chose when read back like a
+// user's; `a` is assignStages of b.spec. Throws an internal error otherwise.
+void checkReproduces(const BalanceResult& b, const Assignment& a);
 
 BalanceBy parseBalanceBy(const std::string& text);  // throws Usage for anything else
 const char* balanceByName(BalanceBy by);
