@@ -8,12 +8,7 @@ run=$1 py=$2 src=$3 splits=$4 out=$5 lonely_port=${6:-29890}
 mkdir -p "$out"
 models=$src/testdata/models
 fail=0 pass=0
-expect() {  # expect RC DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  local log; log=$("$@" 2>&1); local rc=$?
-  if [[ $rc -ne $want ]]; then echo "FAIL ($what): exit $rc, wanted $want"; echo "$log" | tail -5; fail=$((fail+1)); else pass=$((pass+1)); fi
-  LAST_LOG=$log
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 # The unsplit program (the one-stage split of `{}`) run here is the bitwise
 # oracle for every split; it is itself within tolerance of the committed
 # references, which may come from a CPU that rounds differently.
@@ -65,7 +60,7 @@ ins, outs, meta = read_ref('$models/mlp.ref.safetensors')
 write_ref('$out/mlp.wrong.safetensors', ins, [o + 1e-3 for o in outs], meta)
 "
 expect 4 "check mismatch" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.wrong.safetensors" -q
-[[ $LAST_LOG == *"check: MISMATCH"* ]] || { echo "FAIL: mismatch message"; fail=$((fail+1)); }
+contains "mismatch message" "check: MISMATCH"
 # One ulp off: within the default fp32 tolerance, but not bitwise.
 "$py" -c "
 import sys; sys.path.insert(0, '$src/scripts')
@@ -75,45 +70,45 @@ write_ref('$out/mlp.ulp.safetensors', ins, [torch.nextafter(o, torch.full_like(o
 "
 expect 0 "within tolerance" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.ulp.safetensors" -q
 expect 4 "exact mismatch" -- "$run" "$splits/mlp.2" --inputs "$models/mlp.ref.safetensors" --check "$out/mlp.ulp.safetensors" --exact -q
-[[ $LAST_LOG == *"output 0 differs bitwise"* ]] || { echo "FAIL: exact message: $LAST_LOG"; fail=$((fail+1)); }
+contains "exact message" "output 0 differs bitwise"
 expect 2 "wrong batch" -- "$run" "$splits/mlp.2" -m 4 --inputs "$models/mlp.ref.safetensors" -q
-[[ $LAST_LOG == *"input 'x': a batch of 2 does not split into 4 equal micro-batches"* ]] || { echo "FAIL: batch message: $LAST_LOG"; fail=$((fail+1)); }
+contains "batch message" "input 'x': a batch of 2 does not split into 4 equal micro-batches"
 expect 2 "static shape" -- "$run" "$splits/mlp.2" -m 1 --inputs "$models/mlp.mb4.ref.safetensors" -q
-[[ $LAST_LOG == *"does not match the exported shape"* ]] || { echo "FAIL: shape message: $LAST_LOG"; fail=$((fail+1)); }
+contains "shape message" "does not match the exported shape"
 expect 2 "no cuda" -- "$run" "$splits/mlp.2" --devices cuda:0 --inputs "$models/mlp.ref.safetensors" -q
-[[ $LAST_LOG == *"--devices: 'cuda:0' requested, but no CUDA device is available"* ]] || { echo "FAIL: cuda message: $LAST_LOG"; fail=$((fail+1)); }
+contains "cuda message" "--devices: 'cuda:0' requested, but no CUDA device is available"
 expect 2 "device count" -- "$run" "$splits/mlp.4" --devices cpu,cpu --inputs "$models/mlp.ref.safetensors" -q
-[[ $LAST_LOG == *"gives 2 devices for 4 stages"* ]] || { echo "FAIL: devices message: $LAST_LOG"; fail=$((fail+1)); }
+contains "devices message" "gives 2 devices for 4 stages"
 expect 2 "missing dir" -- "$run" "$out/nowhere" --random-inputs -q
-[[ $LAST_LOG == *"$out/nowhere: no manifest.pb or manifest.json"* ]] || { echo "FAIL: dir message: $LAST_LOG"; fail=$((fail+1)); }
+contains "dir message" "$out/nowhere: no manifest.pb or manifest.json"
 expect 1 "usage" -- "$run" "$splits/mlp.2" --schedule zigzag --random-inputs
-[[ $LAST_LOG == *"--schedule: expected gpipe or 1f1b"* ]] || { echo "FAIL: usage message: $LAST_LOG"; fail=$((fail+1)); }
+contains "usage message" "--schedule: expected gpipe or 1f1b"
 expect 2 "stage ranks outside" -- "$run" "$splits/mlp.2" --stage-ranks 0,5 --random-inputs -q
-[[ $LAST_LOG == *"--stage-ranks: rank 5 is outside the world of 1"* ]] || { echo "FAIL: ranks message: $LAST_LOG"; fail=$((fail+1)); }
+contains "ranks message" "--stage-ranks: rank 5 is outside the world of 1"
 expect 2 "stage ranks count" -- "$run" "$splits/mlp.2" --stage-ranks 0 --random-inputs -q
-[[ $LAST_LOG == *"--stage-ranks: gives 1 ranks for 2 stages"* ]] || { echo "FAIL: ranks message: $LAST_LOG"; fail=$((fail+1)); }
+contains "ranks message" "--stage-ranks: gives 1 ranks for 2 stages"
 expect 2 "input count" -- "$run" "$splits/multi_io.2" --inputs "$models/mlp.ref.safetensors" -q
-[[ $LAST_LOG == *"mlp.ref.safetensors: holds 1 input tensors; the stages take 4"* ]] || { echo "FAIL: inputs message: $LAST_LOG"; fail=$((fail+1)); }
+contains "inputs message" "mlp.ref.safetensors: holds 1 input tensors; the stages take 4"
 expect 2 "bad RANK" -- env RANK=abc "$run" "$splits/mlp.2" --random-inputs -q
-[[ $LAST_LOG == *"RANK: environment variable is not an integer: 'abc'"* ]] || { echo "FAIL: RANK message: $LAST_LOG"; fail=$((fail+1)); }
+contains "RANK message" "RANK: environment variable is not an integer: 'abc'"
 # A rank whose peers never come: rendezvous fails at the timeout, naming the address.
 expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
-[[ $LAST_LOG == *"rendezvous at 127.0.0.1:$lonely_port"* ]] || { echo "FAIL: rendezvous message: $LAST_LOG"; fail=$((fail+1)); }
+contains "rendezvous message" "rendezvous at 127.0.0.1:$lonely_port"
 # Placements NCCL cannot carry are refused before any rendezvous, so a build
 # without NCCL names the placement first (runtime/placement.h).
 dist=(env RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port)
 expect 2 "nccl with a cpu stage" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend nccl --devices cuda:0,cpu --random-inputs -q --timeout 3
-[[ $LAST_LOG == *"--backend nccl: stage 1 (rank 1) is on cpu; NCCL carries only CUDA tensors"* ]] || { echo "FAIL: nccl cpu message: $LAST_LOG"; fail=$((fail+1)); }
+contains "nccl cpu message" "--backend nccl: stage 1 (rank 1) is on cpu; NCCL carries only CUDA tensors"
 expect 2 "nccl, two ranks on one gpu" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend nccl --devices cuda:0 --random-inputs -q --timeout 3
-[[ $LAST_LOG == *"--backend nccl: ranks 0 (stage 0) and 1 (stage 1) of one machine both use cuda:0"* ]] || { echo "FAIL: nccl shared message: $LAST_LOG"; fail=$((fail+1)); }
+contains "nccl shared message" "--backend nccl: ranks 0 (stage 0) and 1 (stage 1) of one machine both use cuda:0"
 # --devices cuda is cuda:LOCAL_RANK: one GPU per rank passes the placement and
 # fails only here, where no GPU exists.
 expect 2 "nccl, cuda per rank" -- env RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "$run" "$splits/mlp.2" --backend nccl --devices cuda --random-inputs -q --timeout 3
-[[ $LAST_LOG == *"--devices: 'cuda:1' requested, but no CUDA device is available"* ]] || { echo "FAIL: cuda per rank message: $LAST_LOG"; fail=$((fail+1)); }
+contains "cuda per rank message" "--devices: 'cuda:1' requested, but no CUDA device is available"
 expect 2 "unknown backend" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend mpi --random-inputs -q --timeout 3
-[[ $LAST_LOG == *"--backend: unknown backend 'mpi' (gloo, gloo-strict, nccl, auto)"* ]] || { echo "FAIL: backend message: $LAST_LOG"; fail=$((fail+1)); }
+contains "backend message" "--backend: unknown backend 'mpi' (gloo, gloo-strict, nccl, auto)"
 cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
-[[ $LAST_LOG == *"stage 1 file 'stage_001.pt': sha256"* ]] || { echo "FAIL: hash message: $LAST_LOG"; fail=$((fail+1)); }
+contains "hash message" "stage 1 file 'stage_001.pt': sha256"
 echo "run_pipeline: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

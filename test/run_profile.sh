@@ -11,15 +11,7 @@ rm -rf "$out"
 mkdir -p "$out"
 models=$src/testdata/models
 fail=0 pass=0
-expect() {  # expect RC DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  local log; log=$("$@" 2>&1); local rc=$?
-  if [[ $rc -ne $want ]]; then echo "FAIL ($what): exit $rc, wanted $want"; echo "$log" | tail -5; fail=$((fail+1)); else pass=$((pass+1)); fi
-  LAST_LOG=$log
-}
-contains() {  # contains DESCRIPTION NEEDLE: the last command's output holds NEEDLE
-  if [[ $LAST_LOG == *"$2"* ]]; then pass=$((pass+1)); else echo "FAIL ($1): no '$2' in: $LAST_LOG"; fail=$((fail+1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 # The profile's checks, in Python: PROFILE SPLIT_DIR MODEL_PT2 THREADS ITERATIONS WARMUP
 check_profile() {

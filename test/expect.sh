@@ -1,0 +1,11 @@
+# Sourced by the runner's shell tests: count checks of exit codes and messages.
+# The sourcing script sets fail=0 pass=0 and ends with [[ $fail -eq 0 ]].
+expect() {  # expect RC DESCRIPTION -- command...: runs it, keeps its output in LAST_LOG
+  local want=$1 what=$2; shift 3
+  local log; log=$("$@" 2>&1); local rc=$?
+  if [[ $rc -ne $want ]]; then echo "FAIL ($what): exit $rc, wanted $want"; echo "$log" | tail -5; fail=$((fail+1)); else pass=$((pass+1)); fi
+  LAST_LOG=$log
+}
+contains() {  # contains DESCRIPTION NEEDLE: the last command's output holds NEEDLE
+  if [[ $LAST_LOG == *"$2"* ]]; then pass=$((pass+1)); else echo "FAIL ($1): no '$2' in: $LAST_LOG"; fail=$((fail+1)); fi
+}
