@@ -1,8 +1,11 @@
 #include "support/safetensors.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "support/error.h"
+#include "support/files.h"
 
 namespace pipecut::support {
 
@@ -82,6 +85,45 @@ SafetensorsFile parseSafetensors(std::string_view bytes) {
     f.tensors.push_back(std::move(t));
   }
   return f;
+}
+
+std::string writeSafetensors(const std::string& path, std::vector<SafetensorsTensorRef> tensors,
+                             const std::map<std::string, std::string>& metadata) {
+  using Json = nlohmann::json;
+  std::sort(tensors.begin(), tensors.end(),
+            [](const SafetensorsTensorRef& a, const SafetensorsTensorRef& b) { return a.key < b.key; });
+  Json h = Json::object();  // std::map underneath: keys sorted
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SafetensorsTensorRef& t = tensors[i];
+    if (t.key == "__metadata__" || (i > 0 && tensors[i - 1].key == t.key))
+      throw Error(ErrorKind::Internal, path, t.key, t.key == "__metadata__" ? "reserved key" : "key given twice");
+    int itemSize = safetensorsItemSize(t.dtype);
+    if (!itemSize) throw Error(ErrorKind::Internal, path, t.key + ".dtype", "unsupported dtype '" + t.dtype + "'");
+    unsigned __int128 need = static_cast<unsigned>(itemSize);
+    for (int64_t d : t.shape) {
+      if (d < 0) throw Error(ErrorKind::Internal, path, t.key + ".shape", "negative size " + std::to_string(d));
+      need *= static_cast<uint64_t>(d);
+      if (need > UINT64_MAX) need = static_cast<unsigned __int128>(UINT64_MAX);  // disagrees below either way
+    }
+    if (need != t.bytes || (t.bytes > 0 && !t.data))
+      throw Error(ErrorKind::Internal, path, t.key,
+                  std::to_string(t.bytes) + " bytes given; dtype and shape need " +
+                      std::to_string(static_cast<uint64_t>(need)));
+    h[t.key] = Json{{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", Json::array({offset, offset + t.bytes})}};
+    offset += t.bytes;
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
+  HashingWriter out(path);
+  out.write(length, sizeof length);
+  out.write(header.data(), header.size());
+  for (const SafetensorsTensorRef& t : tensors)
+    if (t.bytes) out.write(t.data, static_cast<size_t>(t.bytes));
+  return out.finish();
 }
 
 }  // namespace pipecut::support

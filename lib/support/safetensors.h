@@ -1,7 +1,8 @@
 #pragma once
 // The safetensors container (8-byte little-endian header length, a JSON
 // header, raw little-endian data): parsed and checked without torch, so the
-// runner's reference/input reader and the fuzzer share one parser.
+// runner's reference/input reader and the fuzzer share one parser; and
+// written without torch, for training checkpoints and `pipecut merge`.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,5 +31,27 @@ int safetensorsItemSize(std::string_view code);
 // Throws pipecut::Error (InvalidInput) with an empty file and `where` naming
 // the header field ("header", "<key>.shape[1]", "__metadata__.<name>").
 SafetensorsFile parseSafetensors(std::string_view bytes);
+
+// One tensor to write: `bytes` raw little-endian bytes at `data` (which may be
+// null when bytes == 0), numel(shape) * itemSize(dtype) of them.
+struct SafetensorsTensorRef {
+  std::string key;
+  std::string dtype;           // the file's code: "F32", "BF16", ...
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// Writes `path` (created or truncated) in the canonical layout: the header is
+// compact JSON with keys sorted ("__metadata__" omitted when `metadata` is
+// empty), padded with spaces to a multiple of 8 bytes so the data section is
+// 8-byte aligned; the data section holds the tensors in key order, back to
+// back. Same input, same bytes. Returns the file's SHA-256 (lowercase hex),
+// hashed on the way out (support::HashingWriter). Throws pipecut::Error:
+// Internal naming the key for an unknown dtype, a size that disagrees with
+// dtype and shape, or a key given twice; Internal naming the file for I/O.
+// Readers: parseSafetensors, and safetensors' own (Python, Rust).
+std::string writeSafetensors(const std::string& path, std::vector<SafetensorsTensorRef> tensors,
+                             const std::map<std::string, std::string>& metadata);
 
 }  // namespace pipecut::support

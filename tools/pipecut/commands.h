@@ -42,4 +42,11 @@ struct VerifyOptions {
 };
 int runVerify(const VerifyOptions& o);
 
+struct MergeOptions {
+  std::string checkpoint;
+  std::string output;
+  bool quiet = false;
+};
+int runMerge(const MergeOptions& o);
+
 }  // namespace pipecut::cli

@@ -61,6 +61,13 @@ int main(int argc, char** argv) {
   ver->add_flag("-q,--quiet", verify.quiet, "no progress line");
   ver->add_flag("--json", verify.json, "print the result as JSON");
 
+  cli::MergeOptions merge;
+  auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "
+                                          "safetensors state dict: every model tensor under its FQN, tied names included");
+  mrg->add_option("checkpoint", merge.checkpoint, "the checkpoint directory (with checkpoint.json)")->required();
+  mrg->add_option("-o,--output", merge.output, "the .safetensors file to write (replaced atomically)")->required();
+  mrg->add_flag("-q,--quiet", merge.quiet, "no summary line");
+
   try {
     app.parse(argc, argv);
     if (spl->parsed() && !split.preview && split.output.empty())
@@ -88,6 +95,7 @@ int main(int argc, char** argv) {
     if (nrm->parsed()) return cli::runNormalize(norm);
     if (spl->parsed()) return cli::runSplit(split);
     if (ver->parsed()) return cli::runVerify(verify);
+    if (mrg->parsed()) return cli::runMerge(merge);
   } catch (const Error& e) {
     std::cerr << "pipecut: " << (e.kind() == ErrorKind::Internal ? "internal error: " : "error: ") << e.what() << "\n";
     return e.exitCode();
