@@ -127,6 +127,64 @@ def read_ref(path):
     return as_list(inputs, "input"), as_list(outputs, "output"), metadata
 
 
+
+def write_tensors(path, tensors, metadata):
+    """Write a {key: tensor} dict (any keys) plus string metadata, same layout as write_ref."""
+    entries = sorted(tensors.items(), key=lambda e: e[0])
+    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
+    blobs = []
+    offset = 0
+    for key, t in entries:
+        if key == "__metadata__":
+            raise ValueError("refio: '__metadata__' is not a tensor key")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"refio: {key} is not a tensor ({type(t).__name__})")
+        raw = _tensor_bytes(t)
+        header[key] = {
+            "dtype": _DTYPE_TO_CODE[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
+        blobs.append(raw)
+        offset += len(raw)
+    hdr = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    hdr += b" " * (-len(hdr) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)))
+        f.write(hdr)
+        for raw in blobs:
+            f.write(raw)
+
+
+def read_tensors(path):
+    """Return ({key: tensor}, metadata) from any safetensors file (keys not restricted)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"refio: {path}: file too short")
+    (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data):
+        raise ValueError(f"refio: {path}: header length {n} exceeds file size")
+    header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    body = memoryview(data)[8 + n :]
+    metadata = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    for key, info in header.items():
+        if info["dtype"] not in _CODE_TO_DTYPE:
+            raise ValueError(f"refio: {path}: {key}: unsupported dtype {info['dtype']}")
+        dtype = _CODE_TO_DTYPE[info["dtype"]]
+        shape = info["shape"]
+        begin, end = info["data_offsets"]
+        if end > len(body) or begin > end:
+            raise ValueError(f"refio: {path}: bad data_offsets for {key}")
+        chunk = bytes(body[begin:end])
+        if len(chunk) == 0:
+            t = torch.empty(shape, dtype=dtype)
+        else:
+            t = torch.frombuffer(bytearray(chunk), dtype=torch.uint8).view(dtype).reshape(shape).clone()
+        tensors[key] = t
+    return tensors, metadata
+
 if __name__ == "__main__":
     # Tiny self-test / dumper: refio.py FILE prints the header.
     for p in sys.argv[1:]:

@@ -59,7 +59,7 @@ struct StageFile {
 
 struct StageParameter {
   std::string name;          // original FQN
-  std::string kind;          // "parameter", "buffer", "constant"
+  std::string kind;          // "parameter", "buffer", "non_persistent_buffer", "constant"
   uint64_t bytes = 0;
 };
 

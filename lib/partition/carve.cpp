@@ -334,6 +334,10 @@ class Carver {
       StageParameter param;
       param.name = orig.target;
       param.kind = liftedKind(orig.kind);
+      // A non-persistent buffer is outside the state dict: training
+      // checkpoints and `pipecut merge` must leave it out.
+      if (orig.kind == ir::InputKind::Buffer && orig.persistent == std::optional<bool>(false))
+        param.kind = "non_persistent_buffer";
       param.bytes = whole_.tensorBytes(orig.target);
       out.info.parameters.push_back(param);
       out.info.parameterBytes += param.bytes;

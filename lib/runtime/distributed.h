@@ -15,6 +15,7 @@
 // - In "gloo-strict" mode every message carries tag 0, so messages match by
 //   order alone, as under NCCL, which ignores tags: a sender and a receiver
 //   that disagree on the order fail here on CPU instead of on a GPU cluster.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -81,7 +82,9 @@ class DistContext {
     bool known = false;
   };
 
-  // Sends asynchronously; at most `window` sends stay outstanding.
+  // Sends asynchronously; at most `window` sends stay outstanding (16 unless
+  // setSendWindow says otherwise).
+  void setSendWindow(size_t window) { window_ = std::max<size_t>(1, window); }
   void send(const at::Tensor& t, int dst, int tag, const Shape& shape);
   at::Tensor recv(int src, int tag, const at::Device& device, const Shape& shape);
   void flush();  // waits for every outstanding send

@@ -34,6 +34,7 @@
 #include "runtime/inputs.h"
 #include "runtime/local_stage.h"
 #include "runtime/placement.h"
+#include "runtime/rank_exit.h"
 #include "runtime/reference.h"
 #include "runtime/trace.h"
 #include "support/error.h"
@@ -79,36 +80,9 @@ class Engine {
   }
 
  private:
-  // In a multi-process run a blocked receive cannot be interrupted, so a
-  // failure ends the process after telling the other ranks; the process group
-  // is aborted first so that no NCCL kernel waits on for a peer that is gone.
-  // The rank that hosts the store lingers a moment, so that the others read
-  // why in the store rather than just losing it.
-  [[noreturn]] void die(const std::string& why) {
-    static std::atomic<bool> dying{false};
-    if (dying.exchange(true))  // another thread is already ending the process
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    std::cerr << "pipecut-run: rank " << rank_ << ": " << why << std::endl;
-    if (dist_) {
-      dist_->abortGroup();
-      if (dist_->hostsStore()) std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    }
-    std::_Exit(5);
-  }
-
-  // Reports the root cause, posts it for the other ranks, and exits. A peer's
-  // failure seen here (a PeerError: a lost connection, a timeout) is usually
-  // the echo of a peer that failed first and is about to post why, so such an
-  // error waits a moment for that.
-  [[noreturn]] void stopAllRanks(const std::string& why, bool echo) {
-    for (int i = 0; i < (echo ? 10 : 1); ++i) {
-      std::string prior = dist_->postedAbort();
-      if (!prior.empty()) die("stopping: " + prior + " (here: " + why + ")");
-      if (echo) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    dist_->abort(why);
-    die(why);
-  }
+  // See runtime/rank_exit.h.
+  [[noreturn]] void die(const std::string& why) { exitRank(dist_.get(), rank_, why); }
+  [[noreturn]] void stopAllRanks(const std::string& why, bool echo) { runtime::stopAllRanks(*dist_, rank_, why, echo); }
 
   static DistContext::Shape shapeOf(const TensorSpec& t) {
     DistContext::Shape s;

@@ -23,7 +23,8 @@ const Code kCodes[] = {{"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kH
 
 }  // namespace
 
-ReferenceSet readReference(const std::string& path) {
+std::vector<std::pair<std::string, at::Tensor>> readSafetensors(const std::string& path,
+                                                                std::map<std::string, std::string>* metadata) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::InvalidInput, path, "", std::string("cannot open: ") + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
@@ -33,26 +34,34 @@ ReferenceSet readReference(const std::string& path) {
   } catch (const Error& e) {
     e.rethrowWithFile(path);
   }
+  if (metadata) *metadata = f.metadata;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& e : f.tensors) {
+    const Code* code = nullptr;
+    for (const auto& c : kCodes)
+      if (e.dtype == c.name) code = &c;
+    if (!code) throw Error(ErrorKind::InvalidInput, path, e.key + ".dtype", "unsupported dtype '" + e.dtype + "'");
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(code->type));
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + f.dataOffset + e.begin, e.end - e.begin);
+    out.emplace_back(e.key, t);
+  }
+  return out;
+}
+
+ReferenceSet readReference(const std::string& path) {
   auto fail = [&](const std::string& where, const std::string& msg) -> void {
     throw Error(ErrorKind::InvalidInput, path, where, msg);
   };
   ReferenceSet r;
-  r.metadata = f.metadata;
   std::map<uint64_t, at::Tensor> ins, outs;
-  for (const auto& e : f.tensors) {
+  for (const auto& [key, t] : readSafetensors(path, &r.metadata)) {
     // Keys are input.<i> and output.<j>, i and j plain decimal indices.
-    auto dot = e.key.find('.');
-    std::string kind = e.key.substr(0, dot), index = dot == std::string::npos ? "" : e.key.substr(dot + 1);
+    auto dot = key.find('.');
+    std::string kind = key.substr(0, dot), index = dot == std::string::npos ? "" : key.substr(dot + 1);
     bool decimal = !index.empty() && index.size() <= 9 && index.find_first_not_of("0123456789") == std::string::npos &&
                    (index == "0" || index[0] != '0');
     if ((kind != "input" && kind != "output") || !decimal)
-      fail(e.key, "unexpected key (expected input.<i> or output.<j>)");
-    const Code* code = nullptr;
-    for (const auto& c : kCodes)
-      if (e.dtype == c.name) code = &c;
-    if (!code) fail(e.key + ".dtype", "unsupported dtype '" + e.dtype + "'");
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(code->type));
-    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + f.dataOffset + e.begin, e.end - e.begin);
+      fail(key, "unexpected key (expected input.<i> or output.<j>)");
     (kind == "input" ? ins : outs)[std::stoull(index)] = t;
   }
   auto ordered = [&](const std::map<uint64_t, at::Tensor>& byIndex, const char* kind, std::vector<at::Tensor>& out) {

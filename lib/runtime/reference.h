@@ -16,6 +16,10 @@ struct ReferenceSet {
   std::map<std::string, std::string> metadata;
 };
 
+// Every tensor of a safetensors file, in key order. Throws pipecut::Error
+// (InvalidInput) naming the file and key.
+std::vector<std::pair<std::string, at::Tensor>> readSafetensors(const std::string& path,
+                                                                std::map<std::string, std::string>* metadata = nullptr);
 // Throws pipecut::Error (InvalidInput) naming the file and key.
 ReferenceSet readReference(const std::string& path);
 void writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,

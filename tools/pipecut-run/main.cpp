@@ -1,5 +1,5 @@
 // pipecut-run: execute a pipecut split directory as a micro-batched pipeline,
-// or (--profile) time each node of a one-stage split.
+// (--train) train it, or (--profile) time each node of a one-stage split.
 // Exit codes: 0 ok, 1 usage, 2 invalid input, 3 internal error,
 // 4 --check mismatch, 5 a rank failed or timed out in a multi-process run.
 #include <unistd.h>
@@ -11,6 +11,7 @@
 
 #include "runtime/pipeline.h"
 #include "runtime/profile.h"
+#include "runtime/train.h"
 #include "support/error.h"
 
 int main(int argc, char** argv) {
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-m,--microbatches", o.microbatches, "micro-batches per batch (the batch splits along dimension 0)")
       ->capture_default_str();
-  app.add_option("--schedule", schedule, "gpipe (fill-drain) or 1f1b (at most one micro-batch per stage in flight)")
+  app.add_option("--schedule", schedule, "inference: gpipe (fill-drain, the default) or 1f1b (at most one micro-batch per stage in flight); "
+                 "--train: gpipe, 1f1b (the default), interleaved-1f1b (stages round robin, several per rank) or zb1p "
+                 "(zero bubble: backward split into input and weight gradients)")
       ->capture_default_str();
   auto* inputs = app.add_option("--inputs", o.inputsPath, "inputs: .safetensors (input.N keys) or a torch.save'd tuple/dict");
   auto* random = app.add_flag("--random-inputs", o.randomInputs, "draw inputs from the manifest's shapes and dtypes");
@@ -57,6 +60,29 @@ int main(int argc, char** argv) {
   app.add_flag("--no-verify", noVerify, "skip checking stage files against the manifest's hashes");
   // Pipeline options that a profile (one stage, one process, one call per
   // batch) has no use for: giving one with --profile is a usage error.
+  // Training.
+  runtime::TrainOptions t;
+  std::string betas;
+  bool training = false;
+  auto* train = app.add_flag("--train", training, "train: the program's single output is a scalar loss; one optimizer step per "
+                                        "batch of M micro-batches (gradients of the mean micro-batch loss)");
+  std::vector<CLI::Option*> trainOnly = {
+      app.add_option("--data", t.dataPath, "training data (.safetensors, input.<i> keys): dimension 0 holds the steps' "
+                                           "batches one after another"),
+      app.add_option("--steps", t.steps, "optimizer steps (default: every step the data holds)"),
+      app.add_option("--optimizer", t.optimizer.name, "sgd or adamw")->capture_default_str(),
+      app.add_option("--lr", t.optimizer.lr, "learning rate")->capture_default_str(),
+      app.add_option("--momentum", t.optimizer.momentum, "SGD momentum")->capture_default_str(),
+      app.add_option("--weight-decay", t.optimizer.weightDecay, "weight decay (AdamW: decoupled)")->capture_default_str(),
+      app.add_option("--betas", betas, "AdamW betas, e.g. 0.9,0.999"),
+      app.add_option("--eps", t.optimizer.eps, "AdamW epsilon")->capture_default_str(),
+      app.add_option("--save-checkpoint", t.saveCheckpoint, "after the last step, write parameters and optimizer state here "
+                                                            "(a directory, replaced atomically)"),
+      app.add_option("--load-checkpoint", t.loadCheckpoint, "resume from a checkpoint written by --save-checkpoint")};
+  for (auto* opt : trainOnly) opt->needs(train);
+  for (const char* name : {"--inputs", "--random-inputs", "--check", "--atol", "--rtol", "--exact", "--output",
+                           "--iterations", "--warmup", "--queue-depth", "--profile"})
+    train->excludes(app.get_option(name));
   for (const char* name : {"--microbatches", "--schedule", "--check", "--atol", "--rtol", "--exact", "--queue-depth",
                            "--stage-ranks", "--timeout", "--backend", "--output", "--trace"})
     profile->excludes(app.get_option(name));
@@ -67,9 +93,26 @@ int main(int argc, char** argv) {
     for (std::string d; std::getline(ds, d, ',');) o.devices.push_back(d);
     std::stringstream rs(stageRanks);
     for (std::string r; std::getline(rs, r, ',');) o.stageRanks.push_back(std::stoi(r));
-    if (schedule == "gpipe") o.schedule = runtime::Schedule::GPipe;
-    else if (schedule == "1f1b") o.schedule = runtime::Schedule::OneFOneB;
-    else throw CLI::ValidationError("--schedule", "expected gpipe or 1f1b");
+    if (train->count()) {
+      auto kind = runtime::parseTrainSchedule(app.get_option("--schedule")->count() ? schedule : "1f1b");
+      if (!kind) throw CLI::ValidationError("--schedule", "expected gpipe, 1f1b, interleaved-1f1b or zb1p");
+      t.schedule = *kind;
+      if (t.dataPath.empty()) throw CLI::ValidationError("--data", "--train needs --data FILE.safetensors");
+      if (!betas.empty()) {
+        auto comma = betas.find(',');
+        if (comma == std::string::npos) throw CLI::ValidationError("--betas", "expected two numbers, e.g. 0.9,0.999");
+        t.optimizer.beta1 = std::stod(betas.substr(0, comma));
+        t.optimizer.beta2 = std::stod(betas.substr(comma + 1));
+      }
+      if (t.optimizer.name != "sgd" && t.optimizer.name != "adamw")
+        throw CLI::ValidationError("--optimizer", "expected sgd or adamw");
+    } else if (schedule == "gpipe") {
+      o.schedule = runtime::Schedule::GPipe;
+    } else if (schedule == "1f1b") {
+      o.schedule = runtime::Schedule::OneFOneB;
+    } else {
+      throw CLI::ValidationError("--schedule", "expected gpipe or 1f1b (interleaved-1f1b and zb1p: with --train)");
+    }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
@@ -102,6 +145,12 @@ int main(int argc, char** argv) {
     if (profiling) {
       runtime::ProfileReport r = runtime::runProfile(o, profilePath);
       std::cout << (json ? runtime::profileSummaryJson(r) + "\n" : runtime::profileText(r));
+      return 0;
+    }
+    if (train->count()) {
+      t.run = o;
+      runtime::TrainReport r = runtime::runTraining(t);
+      if (r.rank == 0) std::cout << (json ? runtime::trainReportJson(r) + "\n" : runtime::trainReportText(r));
       return 0;
     }
     runtime::RunReport r = runtime::runPipeline(o);

@@ -1,0 +1,626 @@
+// The training engine: each worker (a thread in one process, a process over
+// c10d) runs its rank's action list from the plan (runtime/train_schedule.h),
+// moving activations forward and gradients back through a transport
+// (runtime/train_transport.h). A step ends with the tied-gradient sum and one
+// optimizer step per stage.
+//
+// Per-stage backward: a stage's inputs from other stages are detached leaves
+// that require gradients, so backward stops at the stage boundary and the
+// inputs' gradients are what the producers receive. The loss stage seeds its
+// backward with 1/M, so parameter gradients accumulate to the gradient of the
+// mean micro-batch loss, as eager training with (loss / M).backward() does.
+#include "runtime/train.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/script.h>
+
+#include "manifest/checkpoint.h"
+#include "manifest/manifest.h"
+#include "manifest/verify.h"
+#include "runtime/distributed.h"
+#include "runtime/exchange.h"
+#include "runtime/inputs.h"
+#include "runtime/placement.h"
+#include "runtime/rank_exit.h"
+#include "runtime/reference.h"
+#include "runtime/train_checkpoint.h"
+#include "runtime/trace.h"
+#include "runtime/train_state.h"
+#include "runtime/train_transport.h"
+#include "support/error.h"
+#include "support/sha256.h"
+#include "support/staging.h"
+
+namespace pipecut::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// One stage as a worker trains it.
+struct StageState {
+  const Stage* info = nullptr;
+  torch::jit::Module module;
+  c10::Device device{c10::kCPU};
+  TrainableStage train;
+  // Per micro-batch between its forward and its (weight) backward: the
+  // stage's inputs (leaves), outputs, and the gradients of the outputs once
+  // known (kept from I for W).
+  struct Live {
+    std::vector<at::Tensor> inputs, outputs, outGrads, gradOutputs;
+  };
+  std::map<uint32_t, Live> live;
+  double busyMs = 0;
+};
+
+class Trainer {
+  // One copy of a tied parameter: the stage that holds it, under which name.
+  struct TiedCopy {
+    uint32_t stage;
+    std::string name;
+  };
+  using TiedCopies = std::vector<TiedCopy>;
+
+ public:
+  Trainer(const TrainOptions& o, Manifest m) : o_(o), m_(std::move(m)), P_(static_cast<uint32_t>(m_.stages.size())) {}
+
+  TrainReport run() {
+    checkProgram();
+    plan();
+    if (world_ > 1) {
+      dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
+                                            std::chrono::milliseconds(static_cast<int64_t>(o_.run.timeoutSeconds * 1000)));
+      dist_->watch([this](const std::string& why) { exitRank(dist_.get(), rank_, "stopping: " + why); });
+    }
+    try {
+      loadStages();
+      if (!o_.loadCheckpoint.empty()) loadCheckpoint();
+      loadData();
+      edges_ = trainEdges(m_);
+      if (dist_) c10d_ = std::make_unique<C10dTransport>(*dist_, plan_, edges_, devices_);
+      trace_.reset(rank_, !o_.run.tracePath.empty());
+      t0_ = Clock::now();
+      for (int k = 0; k < steps_; ++k) step(k);
+      t1_ = Clock::now();
+      if (!o_.saveCheckpoint.empty()) saveCheckpoint();
+    } catch (const std::exception& e) {
+      if (dist_) stopAllRanks(*dist_, rank_, firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
+      throw;
+    }
+    TrainReport r = report();
+    if (dist_) dist_->finish();
+    return r;
+  }
+
+ private:
+  // --train takes a program that ends in its loss: one scalar floating output.
+  void checkProgram() {
+    auto bad = [&](const std::string& what) {
+      throw Error(ErrorKind::InvalidInput, o_.run.dir, "manifest outputs",
+                  "--train needs a program whose single output is a scalar loss (export model + loss, e.g. a wrapper "
+                  "whose forward returns F.cross_entropy(...)); " + what);
+    };
+    if (m_.outputs.size() != 1) bad("this one returns " + std::to_string(m_.outputs.size()) + " outputs");
+    const UserValue& out = m_.outputs[0];
+    if (!out.tensor.shape.empty()) bad("its output '" + out.name + "' has " + std::to_string(out.tensor.shape.size()) + " dimensions");
+    auto dtype = scalarTypeFromName(out.tensor.dtype);
+    if (!dtype || !at::isFloatingType(*dtype)) bad("its output '" + out.name + "' is " + out.tensor.dtype);
+    if (!out.source) bad("its output '" + out.name + "' is an input passed through");
+    lossStage_ = out.source->stage;
+    if (o_.run.microbatches < 1) invalidInput("--microbatches", "must be at least 1");
+    M_ = static_cast<uint32_t>(o_.run.microbatches);
+  }
+
+  // Workers: in one process one per stage (two stages each, round robin,
+  // under interleaved-1f1b); across processes one per rank.
+  void plan() {
+    DistEnv env = DistEnv::fromEnvironment();
+    rank_ = env.rank;
+    world_ = env.world;
+    uint32_t workers = world_ > 1                                         ? static_cast<uint32_t>(world_)
+                       : o_.schedule == TrainScheduleKind::Interleaved1F1B ? std::max<uint32_t>(1, P_ / 2)
+                                                                           : P_;
+    std::vector<std::vector<uint32_t>> producers(P_);
+    for (const auto& st : m_.stages)
+      for (const auto& in : st.inputs)
+        if (in.source.kind == ValueSource::Kind::StageOutput) {
+          auto& p = producers[st.index];
+          if (std::find(p.begin(), p.end(), in.source.stage) == p.end()) p.push_back(in.source.stage);
+        }
+    plan_ = planTraining(o_.schedule, producers, workers, M_);
+    if (std::string why = validatePlan(plan_, producers); !why.empty()) internalError("--schedule", "invalid plan: " + why);
+    RunOptions ro = o_.run;
+    if (world_ > 1) ro.stageRanks = plan_.stageRank;
+    else ro.stageRanks.clear();
+    Placement pl = placeStages(m_, ro, rank_, world_, env.localRank, env.localWorld);
+    devices_ = pl.devices;
+    backend_ = pl.backend;
+    for (uint32_t w = 0; w < plan_.perRank.size(); ++w)
+      if (world_ == 1 || static_cast<int>(w) == rank_) localWorkers_.push_back(static_cast<int>(w));
+  }
+
+  bool isLocalStage(uint32_t s) const { return world_ == 1 || plan_.stageRank[s] == rank_; }
+
+  // Workers run the stages' graphs unoptimized (runActions): the graph
+  // executor's optimizations (differentiable subgraphs, fusion) change how
+  // gradients are computed, and its first calls profile while later ones run
+  // the optimized plan, so a resumed run (first calls) would not compute what
+  // an uninterrupted one (later calls) does. The plain interpreter records
+  // the program's own ATen ops: gradients are eager PyTorch's, op for op.
+  void loadStages() {
+    if (o_.run.verifyHashes) {
+      StageFileCheck check;
+      check.select = [&](const Stage& st, const StageFile& f) { return isLocalStage(st.index) && f.format == "torchscript"; };
+      verifyStageFiles(o_.run.dir, m_, check);
+    }
+    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int localWorld = 1;
+    if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && *lw) localWorld = std::max(1, std::atoi(lw));
+    at::set_num_threads(o_.run.threads > 0 ? o_.run.threads
+                                           : std::max(1, cores / (static_cast<int>(localWorkers_.size()) * localWorld)));
+    for (uint32_t s = 0; s < P_; ++s) {
+      if (!isLocalStage(s)) continue;
+      const Stage& info = m_.stages[s];
+      const StageFile* file = nullptr;
+      for (const auto& f : info.files)
+        if (f.format == "torchscript") file = &f;
+      if (!file) invalidInput("stage " + std::to_string(s), "has no TorchScript (.pt) file; split with --format torchscript");
+      std::string path = o_.run.dir + "/" + file->path;
+      auto st = std::make_unique<StageState>();
+      st->info = &info;
+      st->device = devices_[s];
+      try {
+        st->module = torch::jit::load(path, st->device);
+      } catch (const c10::Error& e) {
+        throw Error(ErrorKind::InvalidInput, path, "", "cannot load: " + firstLine(e.what_without_backtrace()));
+      }
+      std::vector<std::string> persistent;
+      for (const auto& p : info.parameters)
+        if (p.kind == "buffer") persistent.push_back(p.name);
+      st->train = trainableStage(st->module, persistent, o_.optimizer);
+      stages_[s] = std::move(st);
+    }
+    // Each tied group's copies: which stage holds it under which name.
+    for (const auto& g : m_.tiedGroups) {
+      TiedCopies copies;
+      for (uint32_t s : g.stages) {
+        for (const auto& name : g.names) {
+          bool held = false;
+          for (const auto& p : m_.stages[s].parameters) held |= p.name == name && p.kind == "parameter";
+          if (held) {
+            copies.push_back({s, name});
+            break;
+          }
+        }
+      }
+      if (copies.size() > 1) tied_.push_back(std::move(copies));
+    }
+  }
+
+  // dimension 0 of every input holds the steps' batches one after another;
+  // a batch is M micro-batches of the exported size.
+  void loadData() {
+    if (o_.dataPath.empty()) invalidInput("--data", "--train needs --data FILE.safetensors (input.<i> keys)");
+    std::vector<at::Tensor> all = loadInputs(o_.dataPath, m_);
+    int64_t rows = -1, batch = -1;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto& spec = m_.inputs[i].tensor.shape;
+      if (all[i].dim() == 0 || spec.empty() || !spec[0].symbol.empty())
+        throw Error(ErrorKind::InvalidInput, o_.dataPath, "input." + std::to_string(i),
+                    "--train needs every input batched along dimension 0 with a static exported size");
+      int64_t b = spec[0].size * M_;
+      if (rows < 0) rows = all[i].size(0), batch = b;
+      if (all[i].size(0) != rows || b != batch)
+        throw Error(ErrorKind::InvalidInput, o_.dataPath, "input." + std::to_string(i),
+                    "has " + std::to_string(all[i].size(0)) + " rows; input.0 has " + std::to_string(rows));
+    }
+    if (batch <= 0 || rows % batch != 0)
+      throw Error(ErrorKind::InvalidInput, o_.dataPath, "input.0",
+                  std::to_string(rows) + " rows do not make whole steps of " + std::to_string(batch) + " (" +
+                      std::to_string(M_) + " micro-batches of " + std::to_string(batch / std::max<uint32_t>(1, M_)) + ")");
+    int64_t available = rows / batch;
+    steps_ = o_.steps > 0 ? o_.steps : static_cast<int>(available - static_cast<int64_t>(firstStep_));
+    if (steps_ < 1 || static_cast<int64_t>(firstStep_) + steps_ > available)
+      throw Error(ErrorKind::InvalidInput, o_.dataPath, "input.0",
+                  "holds " + std::to_string(available) + " steps of " + std::to_string(batch) + " rows; this run needs steps " +
+                      std::to_string(firstStep_) + " to " + std::to_string(firstStep_ + steps_ - 1));
+    batch_ = batch;
+    data_ = std::move(all);
+  }
+
+  void step(int k) {
+    std::vector<at::Tensor> inputs;
+    int64_t row = (static_cast<int64_t>(firstStep_) + k) * batch_;
+    for (const auto& t : data_) inputs.push_back(t.narrow(0, row, batch_));
+    chunks_ = splitMicrobatches(inputs, m_, static_cast<int>(M_));
+    lossMb_.assign(M_, 0.0);
+    failed_ = false;
+    // A process of a multi-process run has one worker, which runs here: the
+    // thread that issues its messages must also flush and sum tied
+    // gradients (DistContext's single-issuer rule).
+    if (localWorkers_.size() == 1) {
+      runActions(localWorkers_[0]);
+    } else {
+      std::vector<std::thread> threads;
+      for (int w : localWorkers_)
+        threads.emplace_back([this, w] {
+          try {
+            runActions(w);
+          } catch (const Aborted&) {
+          } catch (const std::exception&) {
+            fail();
+          }
+        });
+      for (auto& t : threads) t.join();
+      if (failed_) std::rethrow_exception(error_);
+    }
+    local_.endStep();
+    if (c10d_) c10d_->endStep();
+    syncTiedGradients();
+    for (auto& [s, st] : stages_)
+      if (st->train.optimizer) {
+        st->train.optimizer->step();
+        st->train.optimizer->zero_grad(/*set_to_none=*/true);
+      }
+    checkTiedCopies();
+    double sum = 0;
+    for (double l : lossMb_) sum += l;
+    losses_.push_back(sum / M_);
+  }
+
+  void fail() {
+    {
+      std::lock_guard<std::mutex> lk(errMu_);
+      if (failed_) return;
+      failed_ = true;
+      error_ = std::current_exception();
+    }
+    local_.abort();
+  }
+
+  TrainTransport& transportTo(int worker) { return world_ == 1 || worker == rank_ ? static_cast<TrainTransport&>(local_) : *c10d_; }
+  int workerOf(uint32_t stage) const { return plan_.stageRank[stage]; }
+
+  void runActions(int w) {
+    // Thread-local in TorchScript: every worker thread turns it off itself.
+    torch::jit::GraphOptimizerEnabledGuard plainInterpreter(false);
+    for (const Action& a : plan_.perRank[static_cast<size_t>(w)]) {
+      auto begin = Clock::now();
+      StageState& st = *stages_.at(a.stage);
+      switch (a.type) {
+        case ActionType::F: forward(st, a.microbatch); break;
+        case ActionType::B: backward(st, a.microbatch, true, true); break;
+        case ActionType::I: backward(st, a.microbatch, true, false); break;
+        case ActionType::W: backward(st, a.microbatch, false, true); break;
+      }
+      auto end = Clock::now();
+      st.busyMs += msBetween(begin, end);
+      trace_.add(actionName(a), "compute", w, begin, end);
+    }
+  }
+
+  void forward(StageState& st, uint32_t mb) {
+    const Stage& info = *st.info;
+    StageState::Live live;
+    std::vector<c10::IValue> args;
+    for (uint32_t k = 0; k < info.inputs.size(); ++k) {
+      const StageInput& in = info.inputs[k];
+      at::Tensor t;
+      if (in.source.kind == ValueSource::Kind::UserInput) {
+        t = chunks_[mb].at(in.source.userInput).to(st.device);
+      } else {
+        const TrainEdge& e = edgeInto(info.index, k);
+        t = transportTo(workerOf(e.producer)).recv({TrainMessage::Kind::Activation, e.id, mb}, workerOf(e.producer));
+        t = t.to(st.device).detach();
+        if (e.carriesGradient) t.requires_grad_(true);
+      }
+      live.inputs.push_back(t);
+      args.emplace_back(t);
+    }
+    c10::IValue out = st.module.forward(args);
+    const auto& results = out.toTupleRef().elements();
+    if (results.size() != info.outputs.size())
+      internalError("stage " + std::to_string(info.index), "returned " + std::to_string(results.size()) +
+                                                               " values, the manifest lists " + std::to_string(info.outputs.size()));
+    for (uint32_t o = 0; o < results.size(); ++o) {
+      at::Tensor t = results[o].toTensor();
+      live.outputs.push_back(t);
+      for (const auto& c : info.outputs[o].consumers) {
+        if (c.kind == Consumer::Kind::UserOutput) {
+          lossMb_[mb] = t.detach().to(at::kCPU).item<double>();
+          continue;
+        }
+        const TrainEdge& e = edgeInto(c.stage, c.input);
+        transportTo(workerOf(c.stage)).send({TrainMessage::Kind::Activation, e.id, mb}, workerOf(c.stage), t.detach());
+      }
+    }
+    st.live[mb] = std::move(live);
+  }
+
+  // inputGrads: compute and send the inputs' gradients (B, I); weightGrads:
+  // accumulate the parameters' (B, W). B does both in one backward pass.
+  void backward(StageState& st, uint32_t mb, bool inputGrads, bool weightGrads) {
+    const Stage& info = *st.info;
+    StageState::Live& live = st.live.at(mb);
+    if (inputGrads) {
+      // Gradients of the outputs: 1/M for the loss, the sum of what the
+      // consumers send (in consumer order) for the rest. Every gradient
+      // message is taken, even for an output that does not need it.
+      for (uint32_t o = 0; o < info.outputs.size(); ++o) {
+        const at::Tensor& out = live.outputs[o];
+        at::Tensor grad;
+        for (const auto& c : info.outputs[o].consumers) {
+          at::Tensor g;
+          if (c.kind == Consumer::Kind::UserOutput) {
+            g = at::full_like(out, 1.0 / M_);
+          } else {
+            const TrainEdge& e = edgeInto(c.stage, c.input);
+            if (!e.carriesGradient) continue;
+            g = transportTo(workerOf(c.stage)).recv({TrainMessage::Kind::Gradient, e.id, mb}, workerOf(c.stage)).to(st.device);
+          }
+          grad = grad.defined() ? grad + g : g;
+        }
+        if (out.requires_grad() && grad.defined()) {
+          live.outGrads.push_back(out);
+          live.gradOutputs.push_back(grad);
+        }
+      }
+    }
+    std::vector<at::Tensor> inputs;
+    std::vector<uint32_t> inputIndex;
+    for (uint32_t k = 0; k < info.inputs.size(); ++k)
+      if (live.inputs[k].requires_grad()) {
+        inputs.push_back(live.inputs[k]);
+        inputIndex.push_back(k);
+      }
+    std::vector<at::Tensor> inGrads(info.inputs.size());
+    if (!live.outGrads.empty()) {
+      if (inputGrads && weightGrads) {
+        torch::autograd::backward(live.outGrads, live.gradOutputs);
+        for (size_t i = 0; i < inputs.size(); ++i) inGrads[inputIndex[i]] = inputs[i].grad();
+      } else if (inputGrads) {
+        if (!inputs.empty()) {
+          auto g = torch::autograd::grad(live.outGrads, inputs, live.gradOutputs, /*retain_graph=*/true,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+          for (size_t i = 0; i < inputs.size(); ++i) inGrads[inputIndex[i]] = g[i];
+        }
+      } else {
+        const auto& params = st.train.params;
+        if (!params.empty()) {
+          auto g = torch::autograd::grad(live.outGrads, params, live.gradOutputs, /*retain_graph=*/false,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+          at::NoGradGuard noGrad;
+          for (size_t i = 0; i < params.size(); ++i) {
+            if (!g[i].defined()) continue;
+            // A fresh tensor, as AccumulateGrad would make: autograd may
+            // return a view (a transposed weight's gradient), and views
+            // cannot be detached in place by zero_grad.
+            at::Tensor& acc = params[i].mutable_grad();
+            if (acc.defined()) acc.add_(g[i]);
+            else acc = g[i].clone();
+          }
+        }
+      }
+    }
+    if (inputGrads)
+      for (uint32_t k = 0; k < info.inputs.size(); ++k) {
+        const StageInput& in = info.inputs[k];
+        if (in.source.kind != ValueSource::Kind::StageOutput) continue;
+        const TrainEdge& e = edgeInto(info.index, k);
+        if (!e.carriesGradient) continue;
+        at::Tensor g = inGrads[k].defined() ? inGrads[k] : at::zeros_like(live.inputs[k]);
+        transportTo(workerOf(e.producer)).send({TrainMessage::Kind::Gradient, e.id, mb}, workerOf(e.producer), g.detach());
+      }
+    if (weightGrads) st.live.erase(mb);
+  }
+
+  const TrainEdge& edgeInto(uint32_t stage, uint32_t input) const {
+    for (const auto& e : edges_)
+      if (e.consumer == stage && e.input == input) return e;
+    internalError("stage " + std::to_string(stage), "input " + std::to_string(input) + " comes from no stage");
+  }
+
+  // The copies of a tied parameter get the sum of their gradients (in stage
+  // order), so that identical copies with identical optimizer state take
+  // identical steps: eager PyTorch's one shared parameter. Across ranks the
+  // sum is formed on the group's first rank and sent back to the others.
+  void syncTiedGradients() {
+    for (const auto& copies : tied_) {
+      auto gradOf = [&](const TiedCopy& c) -> at::Tensor& { return paramOf(c).mutable_grad(); };
+      auto valueOf = [&](const TiedCopy& c) -> at::Tensor { return paramOf(c); };
+      at::Tensor sum;
+      int leader = workerOf(copies[0].stage);
+      bool leads = world_ == 1 || leader == rank_;
+      for (const auto& c : copies) {
+        at::Tensor g;
+        if (isLocalStage(c.stage)) {
+          g = gradOf(c);
+          if (!g.defined()) g = at::zeros_like(valueOf(c));
+          if (!leads) {
+            dist_->send(onWire(g), leader, 1, shapeOf(valueOf(c)));
+            continue;
+          }
+        } else if (leads) {
+          g = dist_->recv(workerOf(c.stage), 1, valueOf(copies[0]).device(), shapeOf(valueOf(copies[0])));
+        } else {
+          continue;
+        }
+        sum = sum.defined() ? sum + g.to(sum.device()) : g.clone();
+      }
+      std::vector<int> sentTo;
+      for (const auto& c : copies) {
+        if (isLocalStage(c.stage)) {
+          if (leads) gradOf(c) = sum.to(valueOf(c).device()).clone();
+          else gradOf(c) = dist_->recv(leader, 2, valueOf(c).device(), shapeOf(valueOf(c)));
+        } else if (leads && std::find(sentTo.begin(), sentTo.end(), workerOf(c.stage)) == sentTo.end()) {
+          // one message per rank, whatever number of copies it holds
+          int peer = workerOf(c.stage);
+          sentTo.push_back(peer);
+          size_t held = 0;
+          for (const auto& d : copies) held += workerOf(d.stage) == peer;
+          for (size_t i = 0; i < held; ++i) dist_->send(onWire(sum), peer, 2, shapeOf(sum));
+        }
+      }
+    }
+    if (dist_) dist_->flush();
+  }
+
+  // The copies this process holds of a tied parameter must stay bitwise
+  // equal, step after step; a difference is a bug here, not in the input.
+  void checkTiedCopies() {
+    for (const auto& copies : tied_) {
+      at::Tensor first;
+      for (const auto& c : copies) {
+        if (!isLocalStage(c.stage)) continue;
+        at::Tensor v = paramOf(c).detach().to(at::kCPU);
+        if (!first.defined()) first = v;
+        else if (!at::equal(first, v))
+          internalError("tied parameter '" + c.name + "'", "its copies differ after a step (stage " + std::to_string(c.stage) + ")");
+      }
+    }
+  }
+
+  at::Tensor& paramOf(const TiedCopy& c) {
+    StageState& st = *stages_.at(c.stage);
+    for (size_t i = 0; i < st.train.params.size(); ++i)
+      if (st.train.paramNames[i] == c.name) return st.train.params[i];
+    internalError("tied group", "stage " + std::to_string(c.stage) + " holds no parameter '" + c.name + "'");
+  }
+
+  // Gloo carries host tensors; NCCL device ones.
+  at::Tensor onWire(const at::Tensor& t) const { return (dist_->nccl() ? t : t.to(at::kCPU)).contiguous(); }
+
+  static DistContext::Shape shapeOf(const at::Tensor& like) {
+    DistContext::Shape s;
+    s.known = true;
+    s.dtype = like.scalar_type();
+    s.sizes = like.sizes().vec();
+    return s;
+  }
+
+  std::map<uint32_t, TrainableStage*> localState() {
+    std::map<uint32_t, TrainableStage*> out;
+    for (auto& [s, st] : stages_) out[s] = &st->train;
+    return out;
+  }
+
+  void loadCheckpoint() {
+    auto local = localState();
+    firstStep_ = loadTrainCheckpoint(o_.loadCheckpoint, m_, o_.optimizer, local);
+  }
+
+  void saveCheckpoint() {
+    saveTrainCheckpoint(o_.saveCheckpoint, m_, firstStep_ + static_cast<uint64_t>(steps_), o_.optimizer, localState(),
+                        dist_.get());
+    checkpointWritten_ = o_.saveCheckpoint;
+  }
+
+  // Every rank publishes its stages' busy time (and the loss stage's rank
+  // the losses); rank 0 reports them all.
+  TrainReport report() {
+    TrainReport r;
+    r.rank = rank_;
+    r.world = world_;
+    r.backend = dist_ ? dist_->backend() : "none";
+    r.stages = P_;
+    r.workers = static_cast<uint32_t>(plan_.perRank.size());
+    r.microbatches = static_cast<int>(M_);
+    r.schedule = trainScheduleName(o_.schedule);
+    r.optimizer = o_.optimizer.name;
+    r.firstStep = firstStep_;
+    r.samples = static_cast<uint64_t>(batch_) * static_cast<uint64_t>(steps_);
+    r.wallMs = msBetween(t0_, t1_);
+    r.samplesPerSecond = r.wallMs > 0 ? static_cast<double>(r.samples) / (r.wallMs / 1000) : 0;
+    r.stepsPerSecond = r.wallMs > 0 ? steps_ / (r.wallMs / 1000) : 0;
+    r.peakActivations = peakActivations(plan_);
+    r.plan = planText(plan_);
+    r.checkpoint = checkpointWritten_;
+    std::map<uint32_t, double> busy;
+    for (const auto& [s, st] : stages_) busy[s] = st->busyMs;
+    r.losses = losses_;
+    if (dist_) {
+      for (const auto& [s, b] : busy) dist_->put("train/busy/" + std::to_string(s), std::to_string(b));
+      if (isLocalStage(lossStage_)) dist_->put("train/losses", nlohmann::json(losses_).dump());
+      if (rank_ == 0) {
+        for (uint32_t s = 0; s < P_; ++s) busy[s] = std::stod(dist_->get("train/busy/" + std::to_string(s)));
+        r.losses = nlohmann::json::parse(dist_->get("train/losses")).get<std::vector<double>>();
+      }
+    }
+    std::vector<double> workerBusy(plan_.perRank.size(), 0.0);
+    for (uint32_t s = 0; s < P_; ++s) {
+      StageStats ss;
+      ss.stage = s;
+      ss.rank = world_ > 1 ? plan_.stageRank[s] : 0;
+      ss.device = devices_[s].str();
+      ss.busyMs = busy.count(s) ? busy[s] : 0;
+      ss.busyFraction = r.wallMs > 0 ? ss.busyMs / r.wallMs : 0;
+      workerBusy[static_cast<size_t>(plan_.stageRank[s])] += ss.busyMs;
+      r.stageStats.push_back(ss);
+    }
+    double sumBusy = 0;
+    for (double b : workerBusy) sumBusy += b;
+    r.bubbleMeasured = r.wallMs > 0 ? std::max(0.0, 1.0 - sumBusy / (static_cast<double>(workerBusy.size()) * r.wallMs)) : 0;
+    if (!o_.run.tracePath.empty()) {
+      std::string path = o_.run.tracePath;
+      if (world_ > 1) {
+        size_t dot = path.rfind('.');
+        std::string suffix = ".rank" + std::to_string(rank_);
+        path = dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
+      }
+      std::map<int, std::string> names;
+      for (int w : localWorkers_) names[w] = "worker " + std::to_string(w) + ": " + r.plan[static_cast<size_t>(w)];
+      trace_.write(path, names);
+    }
+    return r;
+  }
+
+  TrainOptions o_;
+  Manifest m_;
+  uint32_t P_, M_ = 1;
+  uint32_t lossStage_ = 0;
+  int rank_ = 0, world_ = 1;
+  std::string backend_;
+  TrainPlan plan_;
+  std::vector<c10::Device> devices_;
+  std::vector<int> localWorkers_;
+  std::unique_ptr<DistContext> dist_;
+  std::map<uint32_t, std::unique_ptr<StageState>> stages_;
+  std::vector<TiedCopies> tied_;
+  std::vector<TrainEdge> edges_;
+  LocalTransport local_;
+  std::unique_ptr<C10dTransport> c10d_;
+  std::vector<at::Tensor> data_;
+  int64_t batch_ = 0;
+  int steps_ = 0;
+  uint64_t firstStep_ = 0;
+  std::vector<std::vector<at::Tensor>> chunks_;
+  std::vector<double> lossMb_, losses_;
+  Trace trace_;
+  Clock::time_point t0_, t1_;
+  std::mutex errMu_;
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::string checkpointWritten_;
+};
+
+}  // namespace
+
+TrainReport runTraining(const TrainOptions& o) {
+  Manifest m = readManifest(o.run.dir);
+  if (m.stages.empty()) throw Error(ErrorKind::InvalidInput, o.run.dir, "manifest", "lists no stages");
+  return Trainer(o, std::move(m)).run();
+}
+
+}  // namespace pipecut::runtime

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# pipecut-run --train against eager PyTorch: a tiny Llama and a tied GPT-2,
+# each exported with its cross-entropy loss (testdata/train, made by
+# scripts/fixtures/train_refs.py), K=4 steps of M=4 micro-batches, SGD and
+# AdamW, every schedule, in one process and over 2 and 4 Gloo processes.
+# Per-step losses and the merged final parameters must equal the eager
+# references within 1e-5 (relative for losses; atol 1e-7 for SGD's state,
+# 1e-5 for AdamW's, whose normalised steps turn rounding noise in a zero
+# gradient into 1e-6-sized differences). Also: tied copies bitwise equal in
+# every checkpoint (pipecut merge refuses otherwise), resume equals an
+# uninterrupted run byte for byte, and bad requests exit with the right code.
+set -uo pipefail
+pipecut=$1 run=$2 python=$3 src=$4 out=$5 port=${6:-29650}
+train=$src/testdata/train
+source "$src/test/expect.sh"
+fail=0 pass=0
+rm -rf "$out" && mkdir -p "$out"
+
+for model in llama_loss gpt2_loss; do
+  for n in 2 4 8; do
+    "$pipecut" split "$train/$model.pt2" --spec "$train/$model.$n.json" --format torchscript -o "$out/$model.$n" -q ||
+      { echo "FAIL: split $model into $n"; fail=$((fail+1)); }
+  done
+done
+
+flags() {  # the optimizer flags the reference was trained with
+  "$python" - "$1" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+print(json.loads(b[8:8 + n])["__metadata__"]["optimizer_flags"])
+EOF
+}
+
+# check NAME REPORT CKPT REF OPT: merges the checkpoint now (merge refuses
+# tied copies that differ) and queues the comparison of losses and merged
+# state against the eager reference, made in one Python process at the end.
+checks=$out/checks.tsv
+: >"$checks"
+check() {
+  local name=$1 report=$2 ckpt=$3 ref=$4 opt=$5 atol=1e-7
+  [[ $opt == adamw ]] && atol=1e-5
+  if ! "$pipecut" merge "$ckpt" -o "$ckpt.state.safetensors" -q >"$ckpt.merge.log" 2>&1; then
+    echo "FAIL ($name): merge"; cat "$ckpt.merge.log"; fail=$((fail+1)); return
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$report" "$ref" "$ckpt.state.safetensors" "$atol" >>"$checks"
+}
+
+one() {  # one MODEL OPT SCHEDULE SPLIT
+  local model=$1 opt=$2 schedule=$3 dir=$out/$1.$4 name="$1 $2 $3 one process ($4 stages)"
+  local tag=$out/$model.$opt.$schedule.p1
+  "$run" "$dir" --train --data "$train/$model.data.safetensors" -m 4 --steps 4 $(flags "$train/$model.$opt.ref.safetensors") \
+    --schedule "$schedule" --json --save-checkpoint "$tag.ckpt" >"$tag.json" 2>"$tag.err" ||
+    { echo "FAIL ($name): exit $?"; tail -3 "$tag.err"; fail=$((fail+1)); return; }
+  check "$name" "$tag.json" "$tag.ckpt" "$train/$model.$opt.ref.safetensors" "$opt"
+}
+
+multi() {  # multi WORLD MODEL OPT SCHEDULE SPLIT
+  local world=$1 model=$2 opt=$3 schedule=$4 dir=$out/$2.$5 name="$2 $3 $4 over $1 Gloo ranks ($5 stages)"
+  local tag=$out/$model.$opt.$schedule.w$world pids=() rc=0
+  port=$((port + 1))
+  for ((r = 0; r < world; r++)); do
+    RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 120 "$run" "$dir" --train --data "$train/$model.data.safetensors" -m 4 --steps 4 --timeout 60 \
+      $(flags "$train/$model.$opt.ref.safetensors") --schedule "$schedule" --json --save-checkpoint "$tag.ckpt" \
+      >"$tag.rank$r.json" 2>"$tag.rank$r.err" &
+    pids+=($!)
+  done
+  for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
+  if [[ $rc -ne 0 ]]; then echo "FAIL ($name): exit $rc"; tail -2 "$tag".rank*.err; fail=$((fail+1)); return; fi
+  check "$name" "$tag.rank0.json" "$tag.ckpt" "$train/$model.$opt.ref.safetensors" "$opt"
+}
+
+for model in llama_loss gpt2_loss; do
+  for opt in sgd adamw; do
+    for schedule in gpipe 1f1b interleaved-1f1b zb1p; do
+      one "$model" "$opt" "$schedule" 4
+      # Interleaved runs two stages per rank, round robin.
+      if [[ $schedule == interleaved-1f1b ]]; then
+        multi 2 "$model" "$opt" "$schedule" 4
+        multi 4 "$model" "$opt" "$schedule" 8
+      else
+        multi 2 "$model" "$opt" "$schedule" 2
+        multi 4 "$model" "$opt" "$schedule" 4
+      fi
+    done
+  done
+done
+
+"$python" "$src/scripts/check_train.py" --batch "$checks" >"$out/checks.log" 2>&1
+passed=$(grep -c '^PASS ' "$out/checks.log") failed=$(grep -c '^FAIL ' "$out/checks.log")
+pass=$((pass + passed)) fail=$((fail + failed))
+if [[ $failed -gt 0 || $passed -ne $(wc -l <"$checks") ]]; then
+  echo "FAIL: $failed of $(wc -l <"$checks") runs differ from eager PyTorch:"; grep -B6 '^FAIL ' "$out/checks.log" | head -60
+fi
+
+# Resume: 2 steps, then 2 more from the checkpoint, equals 4 steps at once:
+# the same losses and the same checkpoint bytes (one process, this machine).
+for world in 1 2; do
+  model=gpt2_loss opt=adamw dir=$out/gpt2_loss.4 tag=$out/resume.w$world
+  args=(--train --data "$train/$model.data.safetensors" -m 4 $(flags "$train/$model.$opt.ref.safetensors") --json)
+  launch() {  # launch NAME ARGS...: on $world ranks
+    local name=$1 pids=() rc=0; shift
+    port=$((port + 1))
+    for ((r = 0; r < world; r++)); do
+      RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout 120 "$run" "$dir" "${args[@]}" --timeout 60 "$@" >"$tag.$name.rank$r.json" 2>"$tag.$name.rank$r.err" &
+      pids+=($!)
+    done
+    for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
+    [[ $rc -eq 0 ]] || { echo "FAIL (resume $name, world $world): exit $rc"; tail -2 "$tag.$name".rank*.err; fail=$((fail+1)); }
+  }
+  launch full --steps 4 --save-checkpoint "$tag.full.ckpt"
+  launch first --steps 2 --save-checkpoint "$tag.first.ckpt"
+  launch rest --steps 2 --load-checkpoint "$tag.first.ckpt" --save-checkpoint "$tag.rest.ckpt"
+  losses() { "$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["losses"])' "$1"; }
+  full=$(losses "$tag.full.rank0.json") first=$(losses "$tag.first.rank0.json") rest=$(losses "$tag.rest.rank0.json")
+  if [[ "${first%]}, ${rest#[}" == "$full" ]]; then pass=$((pass+1)); else
+    echo "FAIL (resume, world $world): $first + $rest != $full"; fail=$((fail+1)); fi
+  if cmp -s "$tag.full.ckpt/checkpoint.json" "$tag.rest.ckpt/checkpoint.json" &&
+    cmp -s "$tag.full.ckpt/stage_000.safetensors" "$tag.rest.ckpt/stage_000.safetensors" &&
+    cmp -s "$tag.full.ckpt/stage_003.safetensors" "$tag.rest.ckpt/stage_003.safetensors"; then pass=$((pass+1)); else
+    echo "FAIL (resume, world $world): the resumed checkpoint differs from the uninterrupted one"; fail=$((fail+1)); fi
+done
+
+# Bad requests.
+d=$out/llama_loss.4 data=$train/llama_loss.data.safetensors
+"$pipecut" split "$src/testdata/models/mlp.pt2" --spec "$src/testdata/specs/mlp.2.json" --format torchscript -o "$out/mlp.2" -q
+expect 2 "not a loss" -- "$run" "$out/mlp.2" --train --data "$data"
+contains "not a loss" "single output is a scalar loss"
+expect 1 "no data" -- "$run" "$d" --train
+contains "no data" "--data"
+expect 1 "train option without --train" -- "$run" "$d" --optimizer adamw --inputs "$data"
+expect 1 "unknown schedule" -- "$run" "$d" --train --data "$data" --schedule looped-bfs
+expect 2 "too many steps" -- "$run" "$d" --train --data "$data" -m 4 --steps 5
+contains "too many steps" "holds 4 steps of 8 rows"
+expect 2 "rows do not split" -- "$run" "$d" --train --data "$data" -m 3
+contains "rows do not split" "llama_loss.data.safetensors"
+expect 2 "interleaved with one stage per rank" -- env RANK=0 WORLD_SIZE=2 "$run" "$out/llama_loss.2" --train --data "$data" -m 4 --schedule interleaved-1f1b
+contains "interleaved with one stage per rank" "--schedule"
+expect 2 "checkpoint of another split" -- "$run" "$out/llama_loss.2" --train --data "$data" -m 4 --steps 1 \
+  --optimizer sgd --load-checkpoint "$out/llama_loss.sgd.gpipe.p1.ckpt"
+contains "checkpoint of another split" "split_spec"
+expect 2 "checkpoint of another optimizer" -- "$run" "$d" --train --data "$data" -m 4 --steps 1 --optimizer adamw \
+  --load-checkpoint "$out/llama_loss.sgd.gpipe.p1.ckpt"
+contains "checkpoint of another optimizer" "--optimizer adamw"
+cp -r "$out/llama_loss.sgd.gpipe.p1.ckpt" "$out/damaged.ckpt"
+printf 'x' | dd of="$out/damaged.ckpt/stage_001.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect 2 "damaged checkpoint" -- "$run" "$d" --train --data "$data" -m 4 --steps 1 --optimizer sgd \
+  --load-checkpoint "$out/damaged.ckpt"
+contains "damaged checkpoint" "stage_001.safetensors"
+expect 2 "merge of a damaged checkpoint" -- "$pipecut" merge "$out/damaged.ckpt" -o "$out/damaged.safetensors"
+[[ ! -e $out/damaged.safetensors ]] && pass=$((pass+1)) || { echo "FAIL: merge left an output"; fail=$((fail+1)); }
+
+echo "run_train: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
