@@ -18,7 +18,7 @@ rm -rf "$out" && mkdir -p "$out"
 
 for model in llama_loss gpt2_loss; do
   for n in 2 4 8; do
-    "$pipecut" split "$train/$model.pt2" --spec "$train/$model.$n.json" --format torchscript -o "$out/$model.$n" -q ||
+    "$pipecut" split "$train/$model.pt2" --spec "$train/$model.$n.json" --format torchscript -o "$out/$model.$n" -q >/dev/null ||
       { echo "FAIL: split $model into $n"; fail=$((fail+1)); }
   done
 done
@@ -123,9 +123,64 @@ for world in 1 2; do
     echo "FAIL (resume, world $world): the resumed checkpoint differs from the uninterrupted one"; fail=$((fail+1)); fi
 done
 
+# The trace shows each worker's action order: its name lists the plan, its
+# spans are the actions ("1B0": stage 1, backward, micro-batch 0).
+"$run" "$out/llama_loss.4" --train --data "$train/llama_loss.data.safetensors" -m 4 --steps 1 --schedule zb1p \
+  --trace "$out/zb1p.trace.json" -q >/dev/null 2>&1
+if "$python" - "$out/zb1p.trace.json" <<'EOF'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+spans = [e["name"] for e in events if e.get("ph") == "X"]
+assert any(n.startswith("rank 3: 3F0 3I0 3W0 3F1") for n in names), names
+assert {"0F0", "3I0", "3W0", "1I3", "0W3"} <= set(spans), spans
+assert len(spans) == 4 * 4 * 3, len(spans)  # F, I and W of 4 stages x 4 micro-batches
+EOF
+then pass=$((pass+1)); else echo "FAIL: the zb1p trace"; fail=$((fail+1)); fi
+
+# Messages matched by order alone, as under NCCL (gloo-strict: one tag).
+multi_strict() {
+  local pids=() rc=0 tag=$out/strict
+  port=$((port + 1))
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$run" "$out/gpt2_loss.4" \
+      --train --data "$train/gpt2_loss.data.safetensors" -m 4 --steps 4 --timeout 60 --backend gloo-strict \
+      $(flags "$train/gpt2_loss.sgd.ref.safetensors") --schedule zb1p --json >"$tag.rank$r.json" 2>"$tag.rank$r.err" &
+    pids+=($!)
+  done
+  for r in 0 1; do wait "${pids[$r]}" || rc=$?; done
+  if [[ $rc -eq 0 ]] && "$python" "$src/scripts/check_train.py" "$tag.rank0.json" "$train/gpt2_loss.sgd.ref.safetensors" \
+    >"$tag.check" 2>&1; then pass=$((pass+1)); else echo "FAIL: gloo-strict (exit $rc)"; tail -3 "$tag".*; fail=$((fail+1)); fi
+}
+multi_strict
+
+# A rank killed mid-training ends the other with exit 5, naming it.
+"$python" - "$train/gpt2_loss.data.safetensors" "$out/long.data.safetensors" "$src/scripts" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[3])
+from refio import read_tensors, write_tensors
+t, meta = read_tensors(sys.argv[1])
+write_tensors(sys.argv[2], {k: v.repeat(500, 1) for k, v in t.items()}, meta)
+EOF
+port=$((port + 1)) pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$run" "$out/gpt2_loss.2" --train \
+    --data "$out/long.data.safetensors" -m 4 --timeout 30 -q >"$out/kill.rank$r.log" 2>&1 &
+  pids+=($!)
+done
+sleep 3
+kill -KILL "${pids[1]}"
+t0=$SECONDS
+while kill -0 "${pids[0]}" 2>/dev/null && ((SECONDS - t0 < 40)); do sleep 0.2; done
+kill -9 "${pids[0]}" 2>/dev/null
+wait "${pids[0]}"; rc=$?
+{ wait "${pids[1]}"; } 2>/dev/null
+if [[ $rc -eq 5 ]] && ((SECONDS - t0 <= 15)) && grep -q "rank 1" "$out/kill.rank0.log"; then pass=$((pass+1)); else
+  echo "FAIL: rank 0 after rank 1 was killed: exit $rc after $((SECONDS - t0)) s:"; cat "$out/kill.rank0.log"; fail=$((fail+1)); fi
+
 # Bad requests.
 d=$out/llama_loss.4 data=$train/llama_loss.data.safetensors
-"$pipecut" split "$src/testdata/models/mlp.pt2" --spec "$src/testdata/specs/mlp.2.json" --format torchscript -o "$out/mlp.2" -q
+"$pipecut" split "$src/testdata/models/mlp.pt2" --spec "$src/testdata/specs/mlp.2.json" --format torchscript -o "$out/mlp.2" -q >/dev/null
 expect 2 "not a loss" -- "$run" "$out/mlp.2" --train --data "$data"
 contains "not a loss" "single output is a scalar loss"
 expect 1 "no data" -- "$run" "$d" --train

@@ -580,7 +580,7 @@ class Trainer {
         path = dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
       }
       std::map<int, std::string> names;
-      for (int w : localWorkers_) names[w] = "worker " + std::to_string(w) + ": " + r.plan[static_cast<size_t>(w)];
+      for (int w : localWorkers_) names[w] = r.plan[static_cast<size_t>(w)];  // "rank 1: 1F0 1F1 1B0 ..."
       trace_.write(path, names);
     }
     return r;
