@@ -24,9 +24,10 @@ cmake -S "$root" -B "$asan" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" -DCMAKE
 cmake --build "$asan" -j2 --target pipecut_tests >&2
 build_s=$((SECONDS - start))
 # The readers, passes, manifest, safetensors, carving, packages (LibTorch's zip
-# reader only) and the CLI (inspect, normalize, refusals). [split], [emit] and
+# reader only), the CLI (inspect, normalize, refusals), checkpoints and merge,
+# and the training schedules. [split], [emit] and
 # [compare] run LibTorch; a new tag runs only once it is added here.
-ALLOWED=(json passes manifest carve package cli safetensors)
+ALLOWED=(json passes manifest carve package cli safetensors checkpoint train_schedule)
 mapfile -t have < <("$asan/test/pipecut_tests" --list-tags | grep -o '\[[^]]*\]' | tr -d '[]' | sort -u)
 run=() skipped=()
 for tag in "${have[@]}"; do
