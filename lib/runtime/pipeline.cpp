@@ -71,7 +71,8 @@ class Engine {
       resetMemoryStats();
       runIterations(o_.iterations);
     } catch (const std::exception& e) {
-      if (dist_) stopAllRanks(firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
+      // The stage threads are joined: the failure unwinds as a typed error.
+      if (dist_) failRank(*dist_, rank_, firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
       throw;
     }
     RunReport r = report();

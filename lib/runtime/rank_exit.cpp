@@ -1,5 +1,7 @@
 #include "runtime/rank_exit.h"
 
+#include "support/error.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
@@ -19,14 +21,30 @@ void exitRank(DistContext* dist, int rank, const std::string& why) {
   std::_Exit(5);
 }
 
-void stopAllRanks(DistContext& dist, int rank, const std::string& why, bool echo) {
+namespace {
+
+// The message every rank prints: a peer's posted abort when there is one.
+std::string rootCause(DistContext& dist, const std::string& why, bool echo) {
   for (int i = 0; i < (echo ? 10 : 1); ++i) {
     std::string prior = dist.postedAbort();
-    if (!prior.empty()) exitRank(&dist, rank, "stopping: " + prior + " (here: " + why + ")");
+    if (!prior.empty()) return "stopping: " + prior + " (here: " + why + ")";
     if (echo) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   dist.abort(why);
-  exitRank(&dist, rank, why);
+  return why;
+}
+
+}  // namespace
+
+void stopAllRanks(DistContext& dist, int rank, const std::string& why, bool echo) {
+  exitRank(&dist, rank, rootCause(dist, why, echo));
+}
+
+void failRank(DistContext& dist, int rank, const std::string& why, bool echo) {
+  std::string cause = rootCause(dist, why, echo);
+  dist.abortGroup();
+  if (dist.hostsStore()) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  throw Error(ErrorKind::RankFailed, "", "rank " + std::to_string(rank), cause);
 }
 
 }  // namespace pipecut::runtime

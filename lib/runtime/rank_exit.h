@@ -17,10 +17,17 @@ namespace pipecut::runtime {
 // first caller in the process gets through; later ones wait for the exit.
 [[noreturn]] void exitRank(DistContext* dist, int rank, const std::string& why);
 
-// Reports the root cause, posts it for the other ranks, and exits. A peer's
-// failure seen here (echo: a PeerError, a lost connection, a timeout) is
-// usually the echo of a peer that failed first and is about to post why, so
-// such an error waits a moment for that.
+// Ends the run on this rank with a typed error (ErrorKind::RankFailed, exit
+// 5 in the CLI) naming the root cause: the abort a peer posted, if any
+// (echo: the failure seen here, a PeerError, is usually the echo of a peer
+// that failed first and is about to post why, so it waits a moment for
+// that), else `why`, which it posts for the others. Aborts the process group
+// first. For a thread that can unwind; one that other threads may be
+// blocked behind (a failed stage worker) uses exitRank.
+[[noreturn]] void failRank(DistContext& dist, int rank, const std::string& why, bool echo);
+
+// The same, ending the process at once (exit 5): for a failure seen while
+// other threads of this rank wait in c10d calls that nothing can interrupt.
 [[noreturn]] void stopAllRanks(DistContext& dist, int rank, const std::string& why, bool echo);
 
 }  // namespace pipecut::runtime

@@ -92,11 +92,17 @@ class Trainer {
       if (dist_) c10d_ = std::make_unique<C10dTransport>(*dist_, plan_, edges_, devices_);
       trace_.reset(rank_, !o_.run.tracePath.empty());
       t0_ = Clock::now();
-      for (int k = 0; k < steps_; ++k) step(k);
+      for (int k = 0; k < steps_; ++k) {
+        auto begin = Clock::now();
+        step(k);
+        stepMs_.push_back(msBetween(begin, Clock::now()));
+      }
       t1_ = Clock::now();
       if (!o_.saveCheckpoint.empty()) saveCheckpoint();
     } catch (const std::exception& e) {
-      if (dist_) stopAllRanks(*dist_, rank_, firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
+      // One worker per process, this thread: nothing else waits on a peer,
+      // so the failure unwinds to the CLI as a typed error (exit 5).
+      if (dist_) failRank(*dist_, rank_, firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
       throw;
     }
     TrainReport r = report();
@@ -297,21 +303,29 @@ class Trainer {
     // Thread-local in TorchScript: every worker thread turns it off itself.
     torch::jit::GraphOptimizerEnabledGuard plainInterpreter(false);
     for (const Action& a : plan_.perRank[static_cast<size_t>(w)]) {
-      auto begin = Clock::now();
+      // Busy time is compute only: from the last value received to the
+      // first value sent. Waiting for a peer is bubble, shown apart.
+      Span span;
+      span.begin = span.end = Clock::now();
+      auto start = span.begin;
       StageState& st = *stages_.at(a.stage);
       switch (a.type) {
-        case ActionType::F: forward(st, a.microbatch); break;
-        case ActionType::B: backward(st, a.microbatch, true, true); break;
-        case ActionType::I: backward(st, a.microbatch, true, false); break;
-        case ActionType::W: backward(st, a.microbatch, false, true); break;
+        case ActionType::F: forward(st, a.microbatch, span); break;
+        case ActionType::B: backward(st, a.microbatch, true, true, span); break;
+        case ActionType::I: backward(st, a.microbatch, true, false, span); break;
+        case ActionType::W: backward(st, a.microbatch, false, true, span); break;
       }
-      auto end = Clock::now();
-      st.busyMs += msBetween(begin, end);
-      trace_.add(actionName(a), "compute", w, begin, end);
+      st.busyMs += msBetween(span.begin, span.end);
+      if (msBetween(start, span.begin) > 0.05) trace_.add("wait", "transfer", w, start, span.begin);
+      trace_.add(actionName(a), "compute", w, span.begin, span.end);
     }
   }
 
-  void forward(StageState& st, uint32_t mb) {
+  struct Span {
+    Clock::time_point begin, end;
+  };
+
+  void forward(StageState& st, uint32_t mb, Span& span) {
     const Stage& info = *st.info;
     StageState::Live live;
     std::vector<c10::IValue> args;
@@ -329,7 +343,9 @@ class Trainer {
       live.inputs.push_back(t);
       args.emplace_back(t);
     }
+    span.begin = Clock::now();
     c10::IValue out = st.module.forward(args);
+    span.end = Clock::now();
     const auto& results = out.toTupleRef().elements();
     if (results.size() != info.outputs.size())
       internalError("stage " + std::to_string(info.index), "returned " + std::to_string(results.size()) +
@@ -351,7 +367,7 @@ class Trainer {
 
   // inputGrads: compute and send the inputs' gradients (B, I); weightGrads:
   // accumulate the parameters' (B, W). B does both in one backward pass.
-  void backward(StageState& st, uint32_t mb, bool inputGrads, bool weightGrads) {
+  void backward(StageState& st, uint32_t mb, bool inputGrads, bool weightGrads, Span& span) {
     const Stage& info = *st.info;
     StageState::Live& live = st.live.at(mb);
     if (inputGrads) {
@@ -386,6 +402,7 @@ class Trainer {
         inputIndex.push_back(k);
       }
     std::vector<at::Tensor> inGrads(info.inputs.size());
+    span.begin = Clock::now();
     if (!live.outGrads.empty()) {
       if (inputGrads && weightGrads) {
         torch::autograd::backward(live.outGrads, live.gradOutputs);
@@ -414,6 +431,7 @@ class Trainer {
         }
       }
     }
+    span.end = Clock::now();
     if (inputGrads)
       for (uint32_t k = 0; k < info.inputs.size(); ++k) {
         const StageInput& in = info.inputs[k];
@@ -544,6 +562,12 @@ class Trainer {
     r.wallMs = msBetween(t0_, t1_);
     r.samplesPerSecond = r.wallMs > 0 ? static_cast<double>(r.samples) / (r.wallMs / 1000) : 0;
     r.stepsPerSecond = r.wallMs > 0 ? steps_ / (r.wallMs / 1000) : 0;
+    r.stepMs = stepMs_;
+    if (stepMs_.size() > 1) {
+      double later = 0;
+      for (size_t k = 1; k < stepMs_.size(); ++k) later += stepMs_[k];
+      r.steadySamplesPerSecond = static_cast<double>(batch_) * static_cast<double>(stepMs_.size() - 1) / (later / 1000);
+    }
     r.peakActivations = peakActivations(plan_);
     r.plan = planText(plan_);
     r.checkpoint = checkpointWritten_;
@@ -607,6 +631,7 @@ class Trainer {
   uint64_t firstStep_ = 0;
   std::vector<std::vector<at::Tensor>> chunks_;
   std::vector<double> lossMb_, losses_;
+  std::vector<double> stepMs_;  // wall time of each step on this rank
   Trace trace_;
   Clock::time_point t0_, t1_;
   std::mutex errMu_;

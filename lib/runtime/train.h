@@ -39,7 +39,9 @@ struct TrainReport {
   std::vector<double> losses;      // per step: mean of the micro-batch losses
   uint64_t samples = 0;
   double wallMs = 0, samplesPerSecond = 0, stepsPerSecond = 0;
-  std::vector<StageStats> stageStats;   // busy: forward + backward time per stage
+  std::vector<double> stepMs;            // rank 0's wall time of each step
+  double steadySamplesPerSecond = 0;     // over the steps after the first (which also warms up)
+  std::vector<StageStats> stageStats;   // busy: compute time of its actions (waits for peers excluded)
   double bubbleMeasured = 0;       // 1 - sum(worker busy) / (workers * wall)
   std::vector<uint32_t> peakActivations;  // per stage, from the plan
   std::vector<std::string> plan;   // per worker: its actions in order

@@ -24,6 +24,8 @@ std::string trainReportJson(const TrainReport& r) {
   j["wall_ms"] = r.wallMs;
   j["throughput_samples_per_s"] = r.samplesPerSecond;
   j["steps_per_s"] = r.stepsPerSecond;
+  j["step_ms"] = r.stepMs;
+  if (r.stepMs.size() > 1) j["steady_throughput_samples_per_s"] = r.steadySamplesPerSecond;
   j["bubble"] = {{"measured", r.bubbleMeasured}};
   j["stage_stats"] = nlohmann::json::array();
   for (size_t i = 0; i < r.stageStats.size(); ++i) {
@@ -48,8 +50,8 @@ std::string trainReportText(const TrainReport& r) {
     std::snprintf(buf, sizeof buf, "  step %llu: loss %.6f\n", static_cast<unsigned long long>(r.firstStep + k), r.losses[k]);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "%.1f samples/s, %.2f steps/s, wall %.1f ms, bubble %.3f\n", r.samplesPerSecond,
-                r.stepsPerSecond, r.wallMs, r.bubbleMeasured);
+  std::snprintf(buf, sizeof buf, "%.1f samples/s (%.1f after the first step), %.2f steps/s, wall %.1f ms, bubble %.3f\n",
+                r.samplesPerSecond, r.steadySamplesPerSecond, r.stepsPerSecond, r.wallMs, r.bubbleMeasured);
   out += buf;
   for (size_t i = 0; i < r.stageStats.size(); ++i) {
     const auto& s = r.stageStats[i];

@@ -11,6 +11,7 @@ enum class ErrorKind {
   Usage = 1,         // bad command line
   InvalidInput = 2,  // the input file or spec is malformed or unsupported
   Internal = 3,      // a bug or an environment failure (disk full, ...)
+  RankFailed = 5,    // a multi-process run stopped: this rank or a peer failed (pipecut-run)
 };
 
 class Error : public std::runtime_error {

@@ -4,6 +4,7 @@
 // 4 --check mismatch, 5 a rank failed or timed out in a multi-process run.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -158,6 +159,12 @@ int main(int argc, char** argv) {
     if (r.checked && !r.checkOk) return 4;
     return 0;
   } catch (const Error& e) {
+    if (e.kind() == ErrorKind::RankFailed) {
+      // "rank R: cause", as every rank prints it. The process ends here, not
+      // through destructors: c10d's threads may still wait on a dead peer.
+      std::cerr << "pipecut-run: " << e.what() << std::endl;
+      std::_Exit(e.exitCode());
+    }
     std::cerr << "pipecut-run: " << (e.kind() == ErrorKind::Internal ? "internal error: " : "error: ") << e.what() << "\n";
     return e.exitCode();
   } catch (const std::exception& e) {
