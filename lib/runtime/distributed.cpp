@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "manifest/manifest.h"
+#include "runtime/inputs.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
@@ -133,6 +135,18 @@ void DistContext::releaseIssuer() {
 
 // Gloo matches a receive to a send by (source, tag); NCCL by issue order only.
 // The strict mode gives every message tag 0 so that Gloo matches as NCCL does.
+DistContext::Shape DistContext::shapeOf(const TensorSpec& spec) {
+  Shape s;
+  auto dtype = scalarTypeFromName(spec.dtype);
+  s.known = dtype.has_value();
+  if (dtype) s.dtype = *dtype;
+  for (const auto& d : spec.shape) {
+    if (!d.symbol.empty()) s.known = false;
+    s.sizes.push_back(d.size);
+  }
+  return s;
+}
+
 int DistContext::wireTag(int tag, bool header) const { return strict_ ? 0 : tag * 2 + (header ? 0 : 1); }
 
 void DistContext::send(const at::Tensor& t, int dst, int tag, const Shape& shape) {

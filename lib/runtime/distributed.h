@@ -59,6 +59,12 @@ struct DistEnv {
   static DistEnv fromEnvironment();
 };
 
+}  // namespace pipecut::runtime
+namespace pipecut {
+struct TensorSpec;
+}
+namespace pipecut::runtime {
+
 class DistContext {
  public:
   // backend: "gloo", "gloo-strict" or "nccl". Throws pipecut::Error on
@@ -81,6 +87,10 @@ class DistContext {
     at::ScalarType dtype = at::kFloat;
     bool known = false;
   };
+
+  // The shape a receiver expects for a value of the manifest's spec: known
+  // when every dimension is static and the dtype is one of ours.
+  static Shape shapeOf(const TensorSpec& spec);
 
   // Sends asynchronously; at most `window` sends stay outstanding (16 unless
   // setSendWindow says otherwise).

@@ -85,18 +85,6 @@ class Engine {
   [[noreturn]] void die(const std::string& why) { exitRank(dist_.get(), rank_, why); }
   [[noreturn]] void stopAllRanks(const std::string& why, bool echo) { runtime::stopAllRanks(*dist_, rank_, why, echo); }
 
-  static DistContext::Shape shapeOf(const TensorSpec& t) {
-    DistContext::Shape s;
-    auto dtype = scalarTypeFromName(t.dtype);
-    s.known = dtype.has_value();
-    if (dtype) s.dtype = *dtype;
-    for (const auto& d : t.shape) {
-      if (!d.symbol.empty()) s.known = false;
-      s.sizes.push_back(d.size);
-    }
-    return s;
-  }
-
   void setupPlacement() {
     DistEnv env = DistEnv::fromEnvironment();
     rank_ = env.rank;
@@ -203,7 +191,7 @@ class Engine {
     recvDevice_.clear();
     for (const auto& e : edges_) {
       outEdge_[e.producer][e.output].push_back(e.id);
-      wire_.push_back(shapeOf(m_.stages[e.producer].outputs[e.output].tensor));
+      wire_.push_back(DistContext::shapeOf(m_.stages[e.producer].outputs[e.output].tensor));
       recvDevice_.push_back(e.consumer.kind == Consumer::Kind::StageInput ? devices_[e.consumer.stage] : outputDevice());
     }
   }
@@ -518,13 +506,7 @@ class Engine {
       if (!o_.checkPath.empty()) check(r);
     }
     if (!o_.tracePath.empty()) {
-      std::string path = o_.tracePath;
-      if (world_ > 1) {
-        size_t dot = path.rfind('.');
-        std::string suffix = ".rank" + std::to_string(rank_);
-        path = dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
-      }
-      trace_.write(path, stageNames());
+      trace_.write(rankTracePath(o_.tracePath, rank_, world_), stageNames());
     }
     return r;
   }

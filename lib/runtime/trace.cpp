@@ -8,6 +8,14 @@
 
 namespace pipecut::runtime {
 
+std::string rankTracePath(const std::string& path, int rank, int world) {
+  if (world <= 1) return path;
+  size_t dot = path.rfind('.'), slash = path.rfind('/');
+  std::string suffix = ".rank" + std::to_string(rank);
+  bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  return ext ? path.substr(0, dot) + suffix + path.substr(dot) : path + suffix;
+}
+
 void Trace::add(std::string name, const char* category, int tid, Clock::time_point begin, Clock::time_point end) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lk(mu_);

@@ -9,6 +9,10 @@
 
 namespace pipecut::runtime {
 
+// Where rank `rank` writes a trace asked for at `path`: the path itself in
+// one process, else "<stem>.rank<R><ext>".
+std::string rankTracePath(const std::string& path, int rank, int world);
+
 class Trace {
  public:
   using Clock = std::chrono::steady_clock;

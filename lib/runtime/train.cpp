@@ -597,15 +597,9 @@ class Trainer {
     for (double b : workerBusy) sumBusy += b;
     r.bubbleMeasured = r.wallMs > 0 ? std::max(0.0, 1.0 - sumBusy / (static_cast<double>(workerBusy.size()) * r.wallMs)) : 0;
     if (!o_.run.tracePath.empty()) {
-      std::string path = o_.run.tracePath;
-      if (world_ > 1) {
-        size_t dot = path.rfind('.');
-        std::string suffix = ".rank" + std::to_string(rank_);
-        path = dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
-      }
       std::map<int, std::string> names;
       for (int w : localWorkers_) names[w] = r.plan[static_cast<size_t>(w)];  // "rank 1: 1F0 1F1 1B0 ..."
-      trace_.write(path, names);
+      trace_.write(rankTracePath(o_.run.tracePath, rank_, world_), names);
     }
     return r;
   }

@@ -103,16 +103,7 @@ C10dTransport::C10dTransport(DistContext& dist, const TrainPlan& plan, std::vect
 }
 
 DistContext::Shape C10dTransport::shapeOf(const TrainMessage& msg) const {
-  const TensorSpec& spec = edges_[static_cast<size_t>(msg.edge)].tensor;
-  DistContext::Shape s;
-  auto dtype = scalarTypeFromName(spec.dtype);
-  s.known = dtype.has_value();
-  if (dtype) s.dtype = *dtype;
-  for (const auto& d : spec.shape) {
-    if (!d.symbol.empty()) s.known = false;
-    s.sizes.push_back(d.size);
-  }
-  return s;
+  return DistContext::shapeOf(edges_[static_cast<size_t>(msg.edge)].tensor);
 }
 
 c10::Device C10dTransport::deviceOf(const TrainMessage& msg) const {
