@@ -37,6 +37,7 @@
 #include "runtime/trace.h"
 #include "runtime/train_state.h"
 #include "runtime/train_transport.h"
+#include "runtime/weight_grad.h"
 #include "support/error.h"
 #include "support/sha256.h"
 #include "support/staging.h"
@@ -60,6 +61,7 @@ struct StageState {
   // known (kept from I for W).
   struct Live {
     std::vector<at::Tensor> inputs, outputs, outGrads, gradOutputs;
+    std::shared_ptr<WeightGradCapture> weights;  // zb1p: set by I, used by W
   };
   std::map<uint32_t, Live> live;
   double busyMs = 0;
@@ -408,6 +410,7 @@ class Trainer {
         torch::autograd::backward(live.outGrads, live.gradOutputs);
         for (size_t i = 0; i < inputs.size(); ++i) inGrads[inputIndex[i]] = inputs[i].grad();
       } else if (inputGrads) {
+        live.weights = std::make_shared<WeightGradCapture>(live.outGrads, live.gradOutputs, inputs, st.train.params);
         if (!inputs.empty()) {
           auto g = torch::autograd::grad(live.outGrads, inputs, live.gradOutputs, /*retain_graph=*/true,
                                          /*create_graph=*/false, /*allow_unused=*/true);
@@ -415,9 +418,8 @@ class Trainer {
         }
       } else {
         const auto& params = st.train.params;
-        if (!params.empty()) {
-          auto g = torch::autograd::grad(live.outGrads, params, live.gradOutputs, /*retain_graph=*/false,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
+        if (!params.empty() && live.weights) {
+          std::vector<at::Tensor> g = live.weights->weightGrads();
           at::NoGradGuard noGrad;
           for (size_t i = 0; i < params.size(); ++i) {
             if (!g[i].defined()) continue;
