@@ -51,37 +51,9 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
 
 def write_ref(path, inputs, outputs, metadata):
     """Write flat lists of input and output tensors plus string metadata."""
-    entries = []
-    for i, t in enumerate(inputs):
-        entries.append((f"input.{i}", t))
-    for j, t in enumerate(outputs):
-        entries.append((f"output.{j}", t))
-
-    # The header is emitted with sorted keys; lay the data out in that same order
-    # (lexicographic, so input.10 precedes input.2) so that it follows the keys.
-    entries.sort(key=lambda e: e[0])
-    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
-    blobs = []
-    offset = 0
-    for key, t in entries:
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"refio: {key} is not a tensor ({type(t).__name__})")
-        raw = _tensor_bytes(t)
-        header[key] = {
-            "dtype": _DTYPE_TO_CODE[t.dtype],
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + len(raw)],
-        }
-        blobs.append(raw)
-        offset += len(raw)
-
-    hdr = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    hdr += b" " * (-len(hdr) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hdr)))
-        f.write(hdr)
-        for raw in blobs:
-            f.write(raw)
+    tensors = {f"input.{i}": t for i, t in enumerate(inputs)}
+    tensors.update({f"output.{j}": t for j, t in enumerate(outputs)})
+    write_tensors(path, tensors, metadata)
 
 
 def _sort_key(key):
@@ -91,32 +63,12 @@ def _sort_key(key):
 
 def read_ref(path):
     """Return (inputs, outputs, metadata) from a file written by write_ref."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8:
-        raise ValueError(f"refio: {path}: file too short")
-    (n,) = struct.unpack("<Q", data[:8])
-    if 8 + n > len(data):
-        raise ValueError(f"refio: {path}: header length {n} exceeds file size")
-    header = json.loads(data[8 : 8 + n].decode("utf-8"))
-    body = memoryview(data)[8 + n :]
-    metadata = header.pop("__metadata__", {})
-
+    tensors, metadata = read_tensors(path)
     inputs, outputs = {}, {}
-    for key, info in header.items():
+    for key, t in tensors.items():
         kind, _, idx = key.partition(".")
         if kind not in ("input", "output") or not idx.isdigit():
             raise ValueError(f"refio: {path}: unexpected key {key!r}")
-        dtype = _CODE_TO_DTYPE[info["dtype"]]
-        shape = info["shape"]
-        begin, end = info["data_offsets"]
-        if end > len(body) or begin > end:
-            raise ValueError(f"refio: {path}: bad data_offsets for {key}")
-        chunk = bytes(body[begin:end])
-        if len(chunk) == 0:
-            t = torch.empty(shape, dtype=dtype)
-        else:
-            t = torch.frombuffer(bytearray(chunk), dtype=torch.uint8).view(dtype).reshape(shape).clone()
         (inputs if kind == "input" else outputs)[int(idx)] = t
 
     def as_list(d, what):
@@ -127,9 +79,9 @@ def read_ref(path):
     return as_list(inputs, "input"), as_list(outputs, "output"), metadata
 
 
-
 def write_tensors(path, tensors, metadata):
-    """Write a {key: tensor} dict (any keys) plus string metadata, same layout as write_ref."""
+    """Write a {key: tensor} dict (any keys) plus string metadata. The header is
+    emitted with sorted keys; the data follows in that same (lexicographic) order."""
     entries = sorted(tensors.items(), key=lambda e: e[0])
     header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
     blobs = []
