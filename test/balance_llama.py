@@ -65,7 +65,7 @@ def heaviest(cuts):
 
 
 def stage_costs(text):
-    return [float(m.group(2)) for m in re.finditer(r"^  stage (\d+): ([0-9.e+]+) (?:B|ms|FLOPs),", text, re.M)]
+    return [float(m.group(2)) for m in re.finditer(r"^  stage (\d+): ([0-9.e+]+) (?:B|ms|FLOPs)[, ]", text, re.M)]
 
 
 for n in (2, 3, 4):
@@ -125,9 +125,46 @@ check(last_stage_layers(text) is not None and last_stage_layers(text) <= 3,
       f"--balance time into 2 should leave the head with few layers:\n{text}")
 print("time, 2 stages:", " / ".join(f"{c:.3f} ms" for c in costs))
 
-# Bad requests.
+# Transfers: the profile says what moving a MiB costs each side's CPU, and
+# --balance time charges every stage for what it receives and sends, stage 0
+# (rank 0) also for the final outputs it receives.
 with open(profile) as f:
     prof = json.load(f)
+tr = prof.get("transfer", {})
+check(tr.get("method") == "loopback-tcp" and tr.get("send_ms_per_mib", 0) > 0 and tr.get("recv_ms_per_mib", 0) > 0,
+      f"the CPU profile has no measured transfer: {tr}")
+check("of it moving values" in text, f"--balance time shows no transfer cost:\n{text}")
+
+
+def preview_with(name, profile_json):
+    path = os.path.join(out, name + ".json")
+    with open(path, "w") as f:
+        json.dump(profile_json, f)
+    return run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", path, "--preview")
+
+
+# No compute, receiving only: stage 0 costs exactly the logits it receives
+# (2 x 16 x 32000 float32), at 1 ms per MiB.
+text = preview_with("receive_only", dict(prof, nodes=[dict(n, ms=0.0) for n in prof["nodes"]],
+                                         transfer=dict(tr, send_ms_per_mib=0.0, recv_ms_per_mib=1.0)))
+logits_mib = 2 * 16 * 32000 * 4 / 2**20
+check(stage_costs(text)[:1] == [round(logits_mib, 3)], f"stage 0 should cost {logits_mib:.3f} ms:\n{text}")
+# A profile without "transfer" (CUDA stages, or written before it) balances compute alone.
+text = preview_with("no_transfer", {k: v for k, v in prof.items() if k != "transfer"})
+check("moving values" not in text and last_stage_layers(text) is not None and last_stage_layers(text) <= 3,
+      f"a profile without transfer should balance compute only:\n{text}")
+# Receiving the logits as dear as the whole forward: stage 0 keeps nothing it
+# can give away, every layer goes to the last stage.
+heavy = dict(tr, recv_ms_per_mib=prof["total_ms"] / logits_mib)
+text = preview_with("heavy_receive", dict(prof, transfer=heavy))
+check(last_stage_layers(text) == 12, f"a dear receive should move every layer off stage 0:\n{text}")
+bad_rate = os.path.join(out, "bad_rate.json")
+with open(bad_rate, "w") as f:
+    json.dump(dict(prof, transfer=dict(tr, recv_ms_per_mib=-1)), f)
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad_rate, "--preview", want=2,
+    contains=(bad_rate, "transfer.recv_ms_per_mib", "finite time >= 0"))
+
+# Bad requests.
 other = dict(prof, source_sha256="0" * 64)
 bad = os.path.join(out, "other_model.json")
 with open(bad, "w") as f:

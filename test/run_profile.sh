@@ -22,8 +22,11 @@ warnings.filterwarnings("ignore")
 path, split, model, threads, iterations, warmup = sys.argv[1:]
 p = json.load(open(path))
 keys = ["format", "version", "source_model", "source_sha256", "device", "threads", "iterations", "warmup",
-        "total_ms", "forward_ms", "nodes"]
+        "total_ms", "forward_ms", "transfer", "nodes"]
 assert list(p) == keys, list(p)
+t = p["transfer"]
+assert t["method"] == "loopback-tcp" and t["message_bytes"] == 16 << 20, t
+assert all(0 < t[k] < 50 and math.isfinite(t[k]) for k in ("send_ms_per_mib", "recv_ms_per_mib")), t
 assert p["format"] == "pipecut-profile" and p["version"] == 1, p
 manifest = json.load(open(split + "/manifest.json"))
 assert p["source_sha256"] == manifest["source_sha256"] == hashlib.sha256(open(model, "rb").read()).hexdigest()
@@ -64,6 +67,7 @@ for model in llama_tiny gpt2_tied; do
     --inputs "$models/$model.ref.safetensors" --threads 1 --iterations 3 --warmup 1
   contains "$model: summary" "nodes on cpu, 1 thread, median of 3 iterations after 1 warmup"
   contains "$model: summary" "sum of node times"
+  contains "$model: summary" "transfer (loopback-tcp, 16777216-byte messages): send"
   expect 0 "$model: profile contents" -- check_profile "$out/$model.profile.json" "$out/$model.whole" "$models/$model.pt2" 1 3 1
   echo "$model: $LAST_LOG"
 done

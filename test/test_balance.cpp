@@ -80,6 +80,34 @@ TEST_CASE("the min-max partitioner finds what brute force finds", "[balance]") {
   }
 }
 
+TEST_CASE("the any-cost partitioner finds what brute force finds when ends cost", "[balance]") {
+  std::mt19937 rng(4321);
+  for (int trial = 0; trial < 3000; ++trial) {
+    size_t K = 1 + rng() % 10, P = 1 + rng() % K;
+    std::vector<double> unit(K), w(K, 0), edge(K + 1, 0);
+    for (auto& c : unit) c = static_cast<double>(rng() % 12);
+    for (size_t c = 1; c < K; ++c) w[c] = static_cast<double>(rng() % 5);
+    // A range pays for what crosses each of its inner ends, so a longer range
+    // can cost less (not monotone): the first range also pays for the last
+    // range's outputs it receives, as stage 0 does for the final outputs.
+    for (size_t c = 1; c < K; ++c) edge[c] = static_cast<double>(rng() % 9);
+    double outputs = static_cast<double>(rng() % 6);
+    partition::RangeCost cost = [&](size_t a, size_t b) {
+      double s = 0;
+      for (size_t u = a; u < b; ++u) s += unit[u];
+      if (a > 0) s += edge[a] + outputs;
+      if (b < K) s += edge[b] + (a == 0 ? outputs : 0);
+      return s;
+    };
+    partition::Partition got = partition::partitionMinMaxAnyCost(K, P, cost, w);
+    partition::Partition want = bruteForce(K, P, cost, w);
+    INFO("trial " << trial << " K=" << K << " P=" << P);
+    REQUIRE(got.maxCost == want.maxCost);
+    REQUIRE(got.cutWeight == want.cutWeight);
+    REQUIRE(got.cuts == want.cuts);
+  }
+}
+
 namespace {
 
 struct Loaded {

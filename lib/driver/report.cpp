@@ -64,7 +64,9 @@ std::string balanceText(const partition::BalanceResult& b) {
      << buf << " (heaviest / mean)\n";
   for (size_t s = 0; s < b.stages.size(); ++s) {
     const auto& st = b.stages[s];
-    os << "  stage " << s << ": " << cost(st.cost) << ", " << st.units << (st.units == 1 ? " unit" : " units") << " ("
+    os << "  stage " << s << ": " << cost(st.cost);
+    if (st.transfer > 0) os << " (" << cost(st.transfer) << " of it moving values)";
+    os << ", " << st.units << (st.units == 1 ? " unit" : " units") << " ("
        << st.first << (st.units > 1 ? " .. " + st.last : std::string()) << ")";
     if (s < b.cutBytes.size()) os << ", then " << b.cutBytes[s] << " B/sample cross the cut";
     os << "\n";

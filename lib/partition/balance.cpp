@@ -7,12 +7,14 @@
 #include <numeric>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "partition/assign.h"
 #include "partition/flops.h"
 #include "partition/min_max.h"
+#include "ir/schedule.h"
 #include "support/error.h"
 
 namespace pipecut::partition {
@@ -177,9 +179,19 @@ class NodeCosts {
   std::vector<Shared> shared_;
 };
 
-// Bytes per sample (at the example shapes) of the values live across each
-// position: produced before it and read at or after it.
-std::vector<uint64_t> liveBytes(const ir::Graph& g) {
+// Bytes of a tensor at the example shapes; per sample leaves out dimension 0.
+uint64_t valueBytes(const ir::Value* v, bool perSample) {
+  if (!v->meta) return 0;
+  const ir::DTypeInfo* d = ir::dtypeInfo(v->meta->dtype);
+  uint64_t bytes = d ? static_cast<uint64_t>(d->itemSize) : 0;
+  for (size_t k = perSample ? 1 : 0; k < v->meta->sizes.size(); ++k)
+    bytes *= static_cast<uint64_t>(std::max<int64_t>(v->meta->sizes[k].example().value_or(1), 0));
+  return bytes;
+}
+
+// Bytes (per sample, or whole at the example shapes) of the values live
+// across each position: produced before it and read at or after it.
+std::vector<uint64_t> liveBytes(const ir::Graph& g, bool perSample = true) {
   const size_t n = g.nodes.size();
   std::unordered_map<const ir::Value*, size_t> lastUse;
   for (size_t i = 0; i < n; ++i) g.nodes[i]->forEachInputValue([&](const ir::Value* v) { lastUse[v] = i; });
@@ -188,14 +200,10 @@ std::vector<uint64_t> liveBytes(const ir::Graph& g) {
     const ir::Node& node = *g.nodes[i];
     node.forEachOutputValue([&](const ir::Value* v) {
       auto it = lastUse.find(v);
-      if (it == lastUse.end() || it->second <= i || !v->meta) return;
-      const ir::DTypeInfo* d = ir::dtypeInfo(v->meta->dtype);
-      uint64_t bytes = d ? static_cast<uint64_t>(d->itemSize) : 0;
-      for (size_t k = 1; k < v->meta->sizes.size(); ++k) {
-        bytes *= static_cast<uint64_t>(std::max<int64_t>(v->meta->sizes[k].example().value_or(1), 0));
-      }
-      diff[i + 1] += static_cast<int64_t>(bytes);
-      diff[it->second + 1] -= static_cast<int64_t>(bytes);
+      if (it == lastUse.end() || it->second <= i) return;
+      const auto bytes = static_cast<int64_t>(valueBytes(v, perSample));
+      diff[i + 1] += bytes;
+      diff[it->second + 1] -= bytes;
     });
   }
   std::vector<uint64_t> live(n + 1, 0);
@@ -206,6 +214,53 @@ std::vector<uint64_t> liveBytes(const ir::Graph& g) {
   }
   return live;
 }
+
+// What moving values between ranks costs the stages' CPUs under --balance
+// time (the profile's "transfer"; zero rates turn it off). A stage receives
+// what is live across its start and sends what is live across its end, as if
+// every crossing value were relayed stage to stage (the runner sends a value
+// straight from its producer to each consumer: a skip connection over several
+// stages is charged to the stages between too, an overestimate only there).
+// Final outputs go to rank 0, which runs stage 0: the stage that produces one
+// sends it and stage 0 receives it. Bytes are at the exported shapes, the
+// micro-batch the profile timed.
+class TransferCosts {
+ public:
+  TransferCosts(const ir::Graph& g, const BalanceRequest& r) : n_(g.nodes.size()) {
+    if (r.by != BalanceBy::Time || !r.profile) return;
+    send_ = r.profile->sendMsPerMiB / (1 << 20);
+    recv_ = r.profile->recvMsPerMiB / (1 << 20);
+    if (send_ == 0 && recv_ == 0) return;
+    live_ = liveBytes(g, false);
+    ir::numberNodes(g);
+    std::vector<uint64_t> producedAt(n_ + 1, 0);
+    std::unordered_set<const ir::Value*> seen;
+    for (const auto& out : g.outputs)
+      out.forEachValue([&](const ir::Value* v) {
+        if (!v->producer || !seen.insert(v).second) return;
+        if (auto pos = ir::positionIn(g, v->producer)) producedAt[*pos] += valueBytes(v, false);
+      });
+    outputsFrom_.assign(n_ + 1, 0);
+    for (size_t p = n_; p-- > 0;) outputsFrom_[p] = outputsFrom_[p + 1] + producedAt[p];
+  }
+  bool active() const { return !live_.empty(); }
+
+  // Transfer cost of the stage holding nodes [a, b).
+  double range(size_t a, size_t b) const {
+    if (!active()) return 0;
+    double c = 0;
+    auto bytes = [](uint64_t v) { return static_cast<double>(v); };
+    if (a > 0) c += recv_ * bytes(live_[a]) + send_ * bytes(outputsFrom_[a] - outputsFrom_[b]);
+    if (b < n_) c += send_ * bytes(live_[b]);
+    if (a == 0 && b < n_) c += recv_ * bytes(outputsFrom_[b]);
+    return c;
+  }
+
+ private:
+  size_t n_;
+  double send_ = 0, recv_ = 0;  // ms per byte
+  std::vector<uint64_t> live_, outputsFrom_;
+};
 
 // A candidate cut position and the split points that name it.
 struct Candidate {
@@ -299,6 +354,8 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
 
   ModuleSpans spans(g);
   NodeCosts costs(pkg, r);
+  TransferCosts transfers(g, r);
+  auto stageCost = [&](size_t a, size_t b) { return costs.range(a, b) + transfers.range(a, b); };
   const double fair = costs.range(0, n) / static_cast<double>(P);
 
   // Refine: a unit heavier than a fair stage, or every unit while there are
@@ -346,8 +403,11 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
     const size_t K = pl.start.size();
     std::vector<double> cutWeight(K, 0);
     for (size_t u = 1; u < K; ++u) cutWeight[u] = static_cast<double>(live[pl.start[u]]);
-    pl.best = partitionMinMax(
-        K, P, [&](size_t a, size_t b) { return costs.range(pl.start[a], b < K ? pl.start[b] : n); }, cutWeight);
+    RangeCost unitCost = [&](size_t a, size_t b) { return stageCost(pl.start[a], b < K ? pl.start[b] : n); };
+    // Transfer terms charge a range for its ends, so a longer range can cost
+    // less: only the exhaustive program is exact then.
+    pl.best = transfers.active() ? partitionMinMaxAnyCost(K, P, unitCost, cutWeight)
+                                 : partitionMinMax(K, P, unitCost, cutWeight);
     pl.cands = std::move(cs);
     return pl;
   };
@@ -385,7 +445,9 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
   double maxCost = 0, sum = 0;
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
     BalanceStage st;
-    st.cost = costs.range(start[bounds[s]], bounds[s + 1] < K ? start[bounds[s + 1]] : n);
+    const size_t a = start[bounds[s]], b = bounds[s + 1] < K ? start[bounds[s + 1]] : n;
+    st.transfer = transfers.range(a, b);
+    st.cost = costs.range(a, b) + st.transfer;
     st.units = bounds[s + 1] - bounds[s];
     st.first = unitLabel(*g.nodes[start[bounds[s]]], units);
     st.last = unitLabel(*g.nodes[unitEnd(bounds[s + 1] - 1) - 1], units);

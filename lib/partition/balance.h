@@ -27,17 +27,22 @@ namespace pipecut::partition {
 enum class BalanceBy { Params, Flops, Time };
 
 // A measured profile (`pipecut-run DIR --profile FILE` of a one-stage split):
-// milliseconds per top-level node, keyed by node name.
+// milliseconds per top-level node, keyed by node name, and what moving a MiB
+// between ranks costs the sender's and the receiver's CPU (0 when the profile
+// has no "transfer": CUDA stages, or a profile written before it existed).
 struct CostProfile {
   std::string file;
   std::string sourceModel, sourceSha256, device;
   std::unordered_map<std::string, double> ms;
+  std::string transferMethod;
+  double sendMsPerMiB = 0, recvMsPerMiB = 0;
 };
 // Throws pipecut::Error (InvalidInput) naming `path` and the field at fault.
 CostProfile readCostProfile(const std::string& path);
 
 struct BalanceStage {
   double cost = 0;                 // in BalanceResult::unit
+  double transfer = 0;             // of which moving values (--balance time with a transfer rate)
   std::string first, last;         // the first and last unit (module path, "(root)" for glue)
   size_t units = 0;
 };

@@ -34,6 +34,21 @@ CostProfile readCostProfile(const std::string& path) {
   p.sourceModel = text("source_model");
   p.sourceSha256 = text("source_sha256");
   p.device = text("device");
+  if (j.contains("transfer")) {
+    const auto& t = j["transfer"];
+    if (!t.is_object()) fail("transfer", "expected an object {method, send_ms_per_mib, recv_ms_per_mib}");
+    if (!t.contains("method") || !t["method"].is_string()) fail("transfer.method", "expected a string");
+    p.transferMethod = t["method"].get<std::string>();
+    auto rate = [&](const char* key) {
+      std::string where = std::string("transfer.") + key;
+      if (!t.contains(key) || !t[key].is_number()) fail(where, "expected a number");
+      double v = t[key].get<double>();
+      if (!std::isfinite(v) || v < 0) fail(where, "expected a finite time >= 0");
+      return v;
+    };
+    p.sendMsPerMiB = rate("send_ms_per_mib");
+    p.recvMsPerMiB = rate("recv_ms_per_mib");
+  }
   if (!j.contains("nodes") || !j["nodes"].is_array()) fail("nodes", "expected a list of {name, module, ms}");
   const auto& nodes = j["nodes"];
   for (size_t i = 0; i < nodes.size(); ++i) {

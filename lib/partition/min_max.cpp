@@ -98,4 +98,45 @@ Partition partitionMinMax(size_t K, size_t P, const RangeCost& cost, const std::
   return out;
 }
 
+Partition partitionMinMaxAnyCost(size_t K, size_t P, const RangeCost& cost, const std::vector<double>& cutWeight) {
+  if (P < 1 || P > K) internalError("partitionMinMaxAnyCost", "needs 1 <= parts <= units");
+  if (cutWeight.size() != K) internalError("partitionMinMaxAnyCost", "one cut weight per unit");
+  // f[b]: the least heaviest range over units [0, b) in s ranges.
+  std::vector<double> f(K + 1, kInf), next(K + 1, kInf);
+  for (size_t b = 1; b <= K; ++b) f[b] = cost(0, b);
+  for (size_t s = 2; s <= P; ++s) {
+    std::fill(next.begin(), next.end(), kInf);
+    for (size_t b = s; b <= K; ++b)
+      for (size_t a = s - 1; a < b; ++a) next[b] = std::min(next[b], std::max(f[a], cost(a, b)));
+    std::swap(f, next);
+  }
+  Partition out;
+  out.maxCost = f[K];
+  const double opt = out.maxCost;
+  // g[s][a]: least cut weight to cut units [a, K) into s ranges within opt,
+  // from the right, so that reading left to right with the first minimizer
+  // gives the lexicographically smallest cuts (as partitionMinMax does).
+  std::vector<std::vector<double>> g(P + 1, std::vector<double>(K + 1, kInf));
+  for (size_t a = 0; a < K; ++a) g[1][a] = cost(a, K) <= opt ? 0 : kInf;
+  for (size_t s = 2; s <= P; ++s)
+    for (size_t a = 0; a + s <= K; ++a)
+      for (size_t b = a + 1; b + s - 1 <= K; ++b)
+        if (g[s - 1][b] < kInf && cost(a, b) <= opt) g[s][a] = std::min(g[s][a], cutWeight[b] + g[s - 1][b]);
+  if (g[P][0] == kInf) internalError("partitionMinMaxAnyCost", "no partition meets the optimum it was computed from");
+  out.cutWeight = g[P][0];
+  size_t a = 0;
+  for (size_t s = P; s > 1; --s) {
+    size_t at = 0;
+    for (size_t b = a + 1; b + s - 1 <= K; ++b)
+      if (g[s - 1][b] < kInf && cost(a, b) <= opt && cutWeight[b] + g[s - 1][b] == g[s][a]) {
+        at = b;
+        break;
+      }
+    if (at == 0) internalError("partitionMinMaxAnyCost", "lost the optimal cut while reading it back");
+    out.cuts.push_back(at);
+    a = at;
+  }
+  return out;
+}
+
 }  // namespace pipecut::partition

@@ -30,4 +30,11 @@ struct Partition {
 // that only moves right).
 Partition partitionMinMax(size_t units, size_t parts, const RangeCost& cost, const std::vector<double>& cutWeight);
 
+// The same answer for a cost that need not be monotone: one that charges a
+// range for what crosses its ends (the transfer term of --balance time) can
+// fall when a range grows past a heavy boundary. O(parts * units^2) cost
+// evaluations: a dynamic program over every last-range start.
+Partition partitionMinMaxAnyCost(size_t units, size_t parts, const RangeCost& cost,
+                                 const std::vector<double>& cutWeight);
+
 }  // namespace pipecut::partition

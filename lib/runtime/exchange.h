@@ -128,26 +128,33 @@ class Gate {
   std::condition_variable cv_;
 };
 
-// Final outputs, per micro-batch, on rank 0.
+// Final outputs, per micro-batch, on rank 0. Only micro-batches from `keepFrom`
+// on (the last iteration's, which the report merges) keep their tensors; an
+// earlier one drops them when it completes, so that rank 0's memory stays one
+// iteration's outputs however many iterations run (holding them all made
+// every received output fresh memory: page faults on the stage 0 core).
 class Sink {
  public:
   using Clock = std::chrono::steady_clock;
 
-  void reset(size_t microbatches, size_t outputs) {
+  void reset(size_t microbatches, size_t outputs, size_t keepFrom) {
     std::lock_guard<std::mutex> lk(mu_);
     values_.assign(microbatches, std::vector<at::Tensor>(outputs));
     filled_.assign(microbatches, 0);
     done_.assign(microbatches, Clock::time_point{});
     complete_ = 0;
+    keepFrom_ = keepFrom;
   }
   // Returns true when this completed the micro-batch.
   bool put(int64_t mb, size_t j, at::Tensor t) {
+    std::vector<at::Tensor> dropped;  // freed outside the lock
     std::lock_guard<std::mutex> lk(mu_);
     auto& row = values_.at(static_cast<size_t>(mb));
     row.at(j) = std::move(t);
     if (++filled_[static_cast<size_t>(mb)] < row.size()) return false;
     done_[static_cast<size_t>(mb)] = Clock::now();
     ++complete_;
+    if (static_cast<size_t>(mb) < keepFrom_) dropped.swap(row);
     return true;
   }
   size_t complete() {
@@ -160,6 +167,7 @@ class Sink {
 
  private:
   size_t complete_ = 0;
+  size_t keepFrom_ = 0;
   std::mutex mu_;
 };
 

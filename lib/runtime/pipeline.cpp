@@ -231,7 +231,7 @@ class Engine {
     // ahead as under GPipe, its outputs waiting for their turn to be sent.
     bool gated = o_.schedule == Schedule::OneFOneB && stageRank_[0] == 0;
     gate_ = std::make_unique<Gate>(gated ? static_cast<int>(P_) : static_cast<int>(total_));
-    sink_.reset(static_cast<size_t>(total_), m_.outputs.size());
+    sink_.reset(static_cast<size_t>(total_), m_.outputs.size(), static_cast<size_t>(total_ - M));
     trace_.reset(rank_, !o_.tracePath.empty());
     start_.assign(static_cast<size_t>(total_), Clock::time_point{});
     for (auto& [s, ls] : local_) {

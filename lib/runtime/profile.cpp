@@ -336,6 +336,7 @@ ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
     r.nodes.push_back({pm.ranges[i].name, pm.ranges[i].module, ms});
     r.totalMs += ms;
   }
+  if (device.is_cpu()) r.transfer = probeLoopbackTransfer();
   std::string text = profileJson(r);
   pt2::writeFileAtomically(profilePath, [&](const auto& sink) { sink(text.data(), text.size()); });
   return r;
@@ -353,6 +354,11 @@ std::string profileJson(const ProfileReport& r) {
   j["warmup"] = r.warmup;
   j["total_ms"] = r.totalMs;
   j["forward_ms"] = r.forwardMs;
+  if (!r.transfer.method.empty())
+    j["transfer"] = {{"method", r.transfer.method},
+                     {"message_bytes", r.transfer.messageBytes},
+                     {"send_ms_per_mib", r.transfer.sendMsPerMiB},
+                     {"recv_ms_per_mib", r.transfer.recvMsPerMiB}};
   j["nodes"] = nlohmann::ordered_json::array();
   for (const auto& n : r.nodes) j["nodes"].push_back({{"name", n.name}, {"module", n.module}, {"ms", n.ms}});
   return j.dump(1) + "\n";
@@ -395,6 +401,11 @@ std::string profileText(const ProfileReport& r) {
   std::snprintf(buf, sizeof buf, "sum of node times %.3f ms, forward() %.3f ms (%.0f%%)\n", r.totalMs, r.forwardMs,
                 r.forwardMs > 0 ? 100 * r.totalMs / r.forwardMs : 0.0);
   s += buf;
+  if (!r.transfer.method.empty()) {
+    std::snprintf(buf, sizeof buf, "transfer (%s, %zu-byte messages): send %.3f ms/MiB, receive %.3f ms/MiB of CPU\n",
+                  r.transfer.method.c_str(), r.transfer.messageBytes, r.transfer.sendMsPerMiB, r.transfer.recvMsPerMiB);
+    s += buf;
+  }
   for (const NodeTime* n : slowest(r, 10)) {
     std::snprintf(buf, sizeof buf, "  %9.4f ms %5.1f%%  %s%s%s\n", n->ms, r.totalMs > 0 ? 100 * n->ms / r.totalMs : 0.0,
                   n->name.c_str(), n->module.empty() ? "" : "  in ", n->module.c_str());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/pipeline.h"
+#include "runtime/transfer_probe.h"
 
 namespace pipecut::runtime {
 
@@ -24,6 +25,9 @@ struct ProfileReport {
   double totalMs = 0;    // sum of the node medians
   double forwardMs = 0;  // median of module.forward over the same iterations
   std::vector<NodeTime> nodes;  // every top-level node, program order
+  // CPU stages: what a loopback transfer costs each side's CPU. Left empty
+  // (method "") for CUDA stages, whose transfers run beside compute.
+  TransferRate transfer;
 };
 
 // Uses of `o`: dir, devices (one), inputsPath / randomInputs (seed, batch,
