@@ -103,6 +103,54 @@ class Reader {
   std::string file_;
 };
 
+OrderedJson stageToJson(const CheckpointStage& s) {
+  OrderedJson st = OrderedJson::object();
+  st["index"] = s.index;
+  st["file"] = s.file;
+  st["sha256"] = s.sha256;
+  st["bytes"] = s.bytes;
+  st["tensors"] = s.tensors;
+  return st;
+}
+
+// One entry of "stages" at `at`, which must be stage `i`.
+CheckpointStage stageFromJson(const Reader& r, const Json& sj, const std::string& at, size_t i) {
+  if (!sj.is_object()) r.fail(at, "expected an object {index, file, sha256, bytes, tensors}");
+  r.onlyFields(sj, at, {"index", "file", "sha256", "bytes", "tensors"});
+  CheckpointStage s;
+  uint64_t index = r.unsignedInt(sj, at, "index", UINT32_MAX);
+  if (index != i) r.fail(at + ".index", std::to_string(index) + ", expected " + std::to_string(i));
+  s.index = static_cast<uint32_t>(index);
+  s.file = r.string(sj, at, "file");
+  if (!isSafeRelativePath(s.file)) r.fail(at + ".file", "'" + s.file + "' is not a path inside the checkpoint directory");
+  s.sha256 = r.string(sj, at, "sha256");
+  if (!isSha256Hex(s.sha256)) r.fail(at + ".sha256", "expected 64 lowercase hex digits");
+  s.bytes = r.unsignedInt(sj, at, "bytes");
+  const Json& tensors = r.array(sj, at, "tensors");
+  std::set<std::string> seen;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    std::string tk = indexed(at, "tensors", k);
+    if (!tensors[k].is_string()) r.fail(tk, "expected a tensor name");
+    std::string name = tensors[k].get<std::string>();
+    // "optimizer/..." keys hold the optimizer's state; a model FQN never holds '/'.
+    if (name.empty() || name.find('/') != std::string::npos)
+      r.fail(tk, "'" + name + "' is not a tensor FQN (non-empty, no '/')");
+    if (!seen.insert(name).second) r.fail(tk, "'" + name + "' is listed twice");
+    s.tensors.push_back(std::move(name));
+  }
+  return s;
+}
+
+Json parseJson(const Reader& r, const std::string& text) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    r.fail("", "JSON syntax error at byte " + std::to_string(e.byte));
+  } catch (const Json::exception& e) {  // e.g. a number beyond double's range
+    r.fail("", std::string("invalid JSON: ") + e.what());
+  }
+}
+
 }  // namespace
 
 std::string checkpointToJson(const Checkpoint& c) {
@@ -122,15 +170,7 @@ std::string checkpointToJson(const Checkpoint& c) {
   }
   j["hyper"] = std::move(hyper);
   OrderedJson stages = OrderedJson::array();
-  for (const CheckpointStage& s : c.stages) {
-    OrderedJson st = OrderedJson::object();
-    st["index"] = s.index;
-    st["file"] = s.file;
-    st["sha256"] = s.sha256;
-    st["bytes"] = s.bytes;
-    st["tensors"] = s.tensors;
-    stages.push_back(std::move(st));
-  }
+  for (const CheckpointStage& s : c.stages) stages.push_back(stageToJson(s));
   j["stages"] = std::move(stages);
   OrderedJson tied = OrderedJson::array();
   for (const TiedGroup& g : c.tiedGroups) {
@@ -145,14 +185,7 @@ std::string checkpointToJson(const Checkpoint& c) {
 
 Checkpoint checkpointFromJson(const std::string& text, const std::string& file) {
   Reader r(file);
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    r.fail("", "JSON syntax error at byte " + std::to_string(e.byte));
-  } catch (const Json::exception& e) {  // e.g. a number beyond double's range
-    r.fail("", std::string("invalid JSON: ") + e.what());
-  }
+  Json j = parseJson(r, text);
   if (!j.is_object()) r.fail("", "a checkpoint must be a JSON object");
   r.onlyFields(j, "", {"format", "step", "source_sha256", "split_spec", "optimizer", "hyper", "stages", "tied_groups"});
 
@@ -181,32 +214,8 @@ Checkpoint checkpointFromJson(const std::string& text, const std::string& file) 
   std::set<std::string> files;
   for (size_t i = 0; i < stages.size(); ++i) {
     std::string at = indexed("", "stages", i);
-    const Json& sj = stages[i];
-    if (!sj.is_object()) r.fail(at, "expected an object {index, file, sha256, bytes, tensors}");
-    r.onlyFields(sj, at, {"index", "file", "sha256", "bytes", "tensors"});
-    CheckpointStage s;
-    uint64_t index = r.unsignedInt(sj, at, "index", UINT32_MAX);
-    if (index != i) r.fail(at + ".index", std::to_string(index) + ", expected " + std::to_string(i));
-    s.index = static_cast<uint32_t>(index);
-    s.file = r.string(sj, at, "file");
-    if (!isSafeRelativePath(s.file))
-      r.fail(at + ".file", "'" + s.file + "' is not a path inside the checkpoint directory");
+    CheckpointStage s = stageFromJson(r, stages[i], at, i);
     if (!files.insert(s.file).second) r.fail(at + ".file", "'" + s.file + "' is listed twice");
-    s.sha256 = r.string(sj, at, "sha256");
-    if (!isSha256Hex(s.sha256)) r.fail(at + ".sha256", "expected 64 lowercase hex digits");
-    s.bytes = r.unsignedInt(sj, at, "bytes");
-    const Json& tensors = r.array(sj, at, "tensors");
-    std::set<std::string> seen;
-    for (size_t k = 0; k < tensors.size(); ++k) {
-      std::string tk = indexed(at, "tensors", k);
-      if (!tensors[k].is_string()) r.fail(tk, "expected a tensor name");
-      std::string name = tensors[k].get<std::string>();
-      // "optimizer/..." keys hold the optimizer's state; a model FQN never holds '/'.
-      if (name.empty() || name.find('/') != std::string::npos)
-        r.fail(tk, "'" + name + "' is not a tensor FQN (non-empty, no '/')");
-      if (!seen.insert(name).second) r.fail(tk, "'" + name + "' is listed twice");
-      s.tensors.push_back(std::move(name));
-    }
     c.stages.push_back(std::move(s));
   }
 
@@ -242,6 +251,13 @@ Checkpoint readCheckpoint(const std::string& dir) {
   if (!S_ISDIR(st.st_mode)) throw Error(ErrorKind::InvalidInput, dir, "", "not a checkpoint directory");
   std::string path = (dir.empty() || dir.back() == '/' ? dir : dir + "/") + "checkpoint.json";
   return checkpointFromJson(support::readFile(path, "the checkpoint"), path);
+}
+
+std::string checkpointStageToJson(const CheckpointStage& s) { return stageToJson(s).dump(); }
+
+CheckpointStage checkpointStageFromJson(const std::string& text, uint32_t index, const std::string& where) {
+  Reader r(where);
+  return stageFromJson(r, parseJson(r, text), indexed("", "stages", index), index);
 }
 
 }  // namespace pipecut

@@ -59,6 +59,11 @@ std::string checkpointToJson(const Checkpoint& c);
 // range. Throws pipecut::Error (InvalidInput) naming `file` and the offending
 // field ("stages[1].sha256").
 Checkpoint checkpointFromJson(const std::string& text, const std::string& file);
+// One entry of "stages" alone, in the same layout and with the same checks
+// (training ranks hand their stages' entries to rank 0 through the store);
+// errors name `where` and "stages[<index>]...".
+std::string checkpointStageToJson(const CheckpointStage& s);
+CheckpointStage checkpointStageFromJson(const std::string& text, uint32_t index, const std::string& where);
 // Reads DIR/checkpoint.json; a missing DIR is an InvalidInput error naming it.
 Checkpoint readCheckpoint(const std::string& dir);
 

@@ -77,30 +77,22 @@ ReferenceSet readReference(const std::string& path) {
   return r;
 }
 
-void writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  nlohmann::json h = nlohmann::json::object();
-  if (!metadata.empty()) h["__metadata__"] = metadata;
-  std::vector<at::Tensor> contiguous;
-  uint64_t offset = 0;
+std::string writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                             const std::map<std::string, std::string>& metadata) {
+  // Host copies stay alive until the torch-free writer has written them.
+  std::vector<at::Tensor> host;
+  std::vector<support::SafetensorsTensorRef> refs;
+  host.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
-    at::Tensor c = t.detach().to(at::kCPU).contiguous();
+    at::Tensor c = host.emplace_back(t.detach().to(at::kCPU).contiguous());
     const char* code = nullptr;
     for (const auto& k : kCodes)
       if (k.type == c.scalar_type()) code = k.name;
-    if (!code) internalError(path, "dtype without a safetensors code");
-    h[name] = {{"dtype", code}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + c.nbytes()}}};
-    offset += c.nbytes();
-    contiguous.push_back(c);
+    if (!code) internalError(path, "'" + name + "' has a dtype without a safetensors code");
+    refs.push_back({name, code, c.sizes().vec(), static_cast<const uint8_t*>(c.data_ptr()),
+                    static_cast<uint64_t>(c.nbytes())});
   }
-  std::string header = h.dump();
-  while (header.size() % 8) header += ' ';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
-  out << header;
-  for (const auto& c : contiguous) out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  if (!out) throw Error(ErrorKind::Internal, path, "", "write failed");
+  return support::writeSafetensors(path, std::move(refs), metadata);
 }
 
 }  // namespace pipecut::runtime

@@ -22,7 +22,10 @@ std::vector<std::pair<std::string, at::Tensor>> readSafetensors(const std::strin
                                                                 std::map<std::string, std::string>* metadata = nullptr);
 // Throws pipecut::Error (InvalidInput) naming the file and key.
 ReferenceSet readReference(const std::string& path);
-void writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata);
+// Host copies of `tensors` through support::writeSafetensors (canonical
+// layout, tensors in key order); returns the file's SHA-256, hashed on the way
+// out. Throws pipecut::Error (Internal) naming the file.
+std::string writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                             const std::map<std::string, std::string>& metadata);
 
 }  // namespace pipecut::runtime

@@ -90,7 +90,7 @@ class Trainer {
       loadStages();
       if (!o_.loadCheckpoint.empty()) loadCheckpoint();
       loadData();
-      edges_ = trainEdges(m_);
+      indexEdges();
       if (dist_) c10d_ = std::make_unique<C10dTransport>(*dist_, plan_, edges_, devices_);
       trace_.reset(rank_, !o_.run.tracePath.empty());
       t0_ = Clock::now();
@@ -446,9 +446,19 @@ class Trainer {
     if (weightGrads) st.live.erase(mb);
   }
 
+  void indexEdges() {
+    edges_ = trainEdges(m_);
+    edgeOf_.assign(m_.stages.size(), {});
+    for (size_t i = 0; i < edges_.size(); ++i) {
+      auto& row = edgeOf_.at(edges_[i].consumer);
+      if (row.size() <= edges_[i].input) row.resize(edges_[i].input + 1, kNoEdge);
+      row[edges_[i].input] = i;
+    }
+  }
+
   const TrainEdge& edgeInto(uint32_t stage, uint32_t input) const {
-    for (const auto& e : edges_)
-      if (e.consumer == stage && e.input == input) return e;
+    if (stage < edgeOf_.size() && input < edgeOf_[stage].size() && edgeOf_[stage][input] != kNoEdge)
+      return edges_[edgeOf_[stage][input]];
     internalError("stage " + std::to_string(stage), "input " + std::to_string(input) + " comes from no stage");
   }
 
@@ -619,6 +629,10 @@ class Trainer {
   std::map<uint32_t, std::unique_ptr<StageState>> stages_;
   std::vector<TiedCopies> tied_;
   std::vector<TrainEdge> edges_;
+  // edgeOf_[stage][input]: the index in edges_ of the edge into that input
+  // (kNoEdge for user inputs), looked up on every action.
+  static constexpr size_t kNoEdge = SIZE_MAX;
+  std::vector<std::vector<size_t>> edgeOf_;
   LocalTransport local_;
   std::unique_ptr<C10dTransport> c10d_;
   std::vector<at::Tensor> data_;

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
 #include "manifest/checkpoint.h"
 #include "runtime/reference.h"
 #include "support/error.h"
@@ -32,24 +30,9 @@ CheckpointStage writeStage(const fs::path& dir, uint32_t s, const TrainableStage
   for (const auto& [name, t] : tensors)
     if (name.rfind("optimizer/", 0) != 0) cs.tensors.push_back(name);
   std::string path = (dir / cs.file).string();
-  writeSafetensors(path, tensors, {{"format", kCheckpointFormat}, {"step", std::to_string(step)}});
-  cs.sha256 = sha256File(path);
+  cs.sha256 = writeSafetensors(path, tensors, {{"format", kCheckpointFormat}, {"step", std::to_string(step)}});
   cs.bytes = fs::file_size(path);
   return cs;
-}
-
-nlohmann::json stageJson(const CheckpointStage& s) {
-  return {{"index", s.index}, {"file", s.file}, {"sha256", s.sha256}, {"bytes", s.bytes}, {"tensors", s.tensors}};
-}
-
-CheckpointStage stageFromJson(const nlohmann::json& j) {
-  CheckpointStage s;
-  s.index = j.at("index").get<uint32_t>();
-  s.file = j.at("file").get<std::string>();
-  s.sha256 = j.at("sha256").get<std::string>();
-  s.bytes = j.at("bytes").get<uint64_t>();
-  s.tensors = j.at("tensors").get<std::vector<std::string>>();
-  return s;
 }
 
 Checkpoint header(const Manifest& m, uint64_t step, const OptimizerOptions& o) {
@@ -83,12 +66,13 @@ void saveTrainCheckpoint(const std::string& path, const Manifest& m, uint64_t st
   auto writeAll = [&](const fs::path& dir, bool collect) {
     for (const auto& [s, st] : local) {
       CheckpointStage cs = writeStage(dir, s, *st, o, step);
-      if (dist) dist->put("ckpt/stage/" + std::to_string(s), stageJson(cs).dump());
+      if (dist) dist->put("ckpt/stage/" + std::to_string(s), checkpointStageToJson(cs));
       c.stages[s] = cs;
     }
     if (!collect) return;
     if (dist)
-      for (uint32_t s = 0; s < m.stages.size(); ++s) c.stages[s] = stageFromJson(nlohmann::json::parse(dist->get("ckpt/stage/" + std::to_string(s))));
+      for (uint32_t s = 0; s < m.stages.size(); ++s)
+        c.stages[s] = checkpointStageFromJson(dist->get("ckpt/stage/" + std::to_string(s)), s, "the store");
     std::string json = checkpointToJson(c);
     std::FILE* f = std::fopen((dir / "checkpoint.json").c_str(), "wb");
     if (!f || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0)
