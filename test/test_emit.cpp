@@ -51,7 +51,21 @@ TEST_CASE("the emitter writes a plain program and refuses what TorchScript canno
                                     Json{{"name", ""}, {"arg", {{"as_tensors", Json::array({Json{{"name", "x"}}})}}}, {"kind", 1}}})},
             {"outputs", Json::array({Json{{"as_tensor", {{"name", "out"}}}}})},
             {"metadata", Json::object()}, {"is_hop_single_tensor_return", nullptr}, {"name", "out"}};
-  CHECK_THAT(emitError(test::programJson(Json::array({cond}))),
-             Catch::Contains("node 'out' (higher_order.cond)") &&
-                 Catch::Contains("higher-order op 'cond' is not supported by the TorchScript emitter"));
+  // cond becomes prim::If (run against PyTorch on the control_flow fixture).
+  CHECK(emitError(test::programJson(Json::array({cond}))).empty());
+
+  // Branches that disagree in what they return cannot make one prim::If.
+  Json twoOut = test::programJson(Json::array({test::tensorNode("torch.ops.aten.relu.default", {"bx"}, "by")}), {"bx"},
+                                  "by")["graph_module"]["graph"];
+  twoOut["outputs"].push_back(Json{{"as_tensor", {{"name", "bx"}}}});
+  Json uneven = cond;
+  uneven["inputs"][2]["arg"]["as_graph"]["graph"] = twoOut;
+  CHECK_THAT(emitError(test::programJson(Json::array({uneven}))),
+             Catch::Contains("node 'out' (higher_order.cond)") && Catch::Contains("the branches return 1 and 2 values"));
+
+  Json scan = cond;
+  scan["target"] = "torch.ops.higher_order.scan";
+  CHECK_THAT(emitError(test::programJson(Json::array({scan}))),
+             Catch::Contains("node 'out' (higher_order.scan)") &&
+                 Catch::Contains("higher-order op 'scan' is not supported by the TorchScript emitter"));
 }
