@@ -25,6 +25,27 @@ for spec in "$src"/testdata/specs/*.json; do
   expect 0 "$name M=1" -- "$run" "$splits/$name" --inputs "$models/$model.ref.safetensors" --check "$out/$model.whole.mb1.safetensors" --exact -q
   expect 0 "$name M=4" -- "$run" "$splits/$name" -m 4 --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
 done
+# The .pt2 stages through NativeRT (--stage-format pt2): bit for bit what the
+# unsplit TorchScript program gives, for every fixture whose stages NativeRT
+# loads; the others are refused naming the file and the op it does not know.
+for model in mlp cnn_bn skip multi_io dynamic_batch gpt2_tied llama_tiny_decomp; do
+  for n in 2 4; do
+    expect 0 "$model.$n pt2 M=1" -- "$run" "$splits/$model.$n" --stage-format pt2 --inputs "$models/$model.ref.safetensors" \
+      --check "$out/$model.whole.mb1.safetensors" --exact -q
+    expect 0 "$model.$n pt2 M=4" -- "$run" "$splits/$model.$n" --stage-format pt2 -m 4 --schedule 1f1b \
+      --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
+  done
+done
+expect 2 "pt2: no_grad region" -- "$run" "$splits/llama_tiny.2" --stage-format pt2 --random-inputs -q
+contains "pt2 no_grad message" "llama_tiny.2/stage_000.pt2: NativeRT cannot load it: Unknown higher order op: wrap_with_set_grad_enabled"
+expect 2 "pt2: map" -- "$run" "$splits/control_flow.4" --stage-format pt2 --random-inputs -q
+contains "pt2 map message" "control_flow.4/stage_000.pt2: NativeRT cannot load it: Unknown higher order op: map_impl"
+expect 1 "stage format usage" -- "$run" "$splits/mlp.2" --stage-format onnx --random-inputs
+contains "stage format message" "--stage-format: expected torchscript or pt2"
+expect 1 "pt2 training" -- "$run" "$splits/mlp.2" --stage-format pt2 --train --data "$models/mlp.ref.safetensors"
+contains "pt2 training message" "--stage-format excludes --train"
+expect 1 "pt2 profile" -- "$run" "$splits/mlp.2" --stage-format pt2 --profile "$out/p.json" --random-inputs
+contains "pt2 profile message" "--profile excludes --stage-format"
 # 1F1B order, several iterations, trace and JSON report.
 expect 0 "1f1b" -- "$run" "$splits/llama_tiny.4" -m 4 --schedule 1f1b --warmup 1 --iterations 2 \
   --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.mb4.safetensors" --exact \

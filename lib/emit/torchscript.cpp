@@ -2,7 +2,6 @@
 #include "emit/torchscript_profile.h"
 
 #include <cstring>
-#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -15,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 
+#include "emit/control_flow.h"
 #include "emit/dtypes.h"
 #include "support/error.h"
 
@@ -34,7 +34,7 @@ bool isExportGuard(const std::string& target) {
          target.rfind("torch.ops.aten.sym_constrain_range", 0) == 0;
 }
 
-class Emitter {
+class Emitter final : public BodyEmitter {
  public:
   Emitter(const pt2::Package& pkg, std::string className)
       : pkg_(pkg), cu_(std::make_shared<jit::CompilationUnit>()),
@@ -42,7 +42,7 @@ class Emitter {
         graph_(std::make_shared<jit::Graph>()) {}
 
   // What is being emitted: a node or a lifted tensor ("" before either).
-  const std::string& where() const { return where_; }
+  const std::string& where() const override { return where_; }
 
   // For the profiler: remember which top-level program node inserted each
   // jit node (by index in the program's node list), and give tensors storage
@@ -392,34 +392,16 @@ class Emitter {
       inlineBody(n, bodyAt(4), 5);
       return;
     }
-    if (op == "cond") return emitCond(n, bodyAt(1), bodyAt(2));
-    if (op == "while_loop") return emitWhileLoop(n, bodyAt(0), bodyAt(1));
-    if (op == "map_impl") return emitMap(n, bodyAt(0));
+    if (op == "cond") return bindOutputs(n, emitCond(*this, n));
+    if (op == "while_loop") return bindOutputs(n, emitWhileLoop(*this, n));
+    if (op == "map_impl") return bindOutputs(n, emitMap(*this, n));
     fail(where_, "higher-order op '" + op + "' is not supported by the TorchScript emitter (the .pt2 stage keeps it)");
   }
 
-  // ---- Control flow: cond, while_loop and map become TorchScript's own
-  // prim::If and prim::Loop, each body emitted into the node's block. A body
-  // sees only its operands (export lifts every tensor it reads, parameters
-  // included, into operands), so emitting it inside a block never reaches a
-  // value of another block; what it returns unchanged is an outer value,
-  // which a block may return.
-
-  std::vector<jit::Value*> valuesOf(const ir::Argument& a, const std::string& what) {
-    std::vector<jit::Value*> out;
-    for (const ir::Ref& r : a.refs) out.push_back(valueOf(r, what));
-    return out;
-  }
-
-  // A predicate as a bool: export gives a 0-d bool tensor or a SymBool.
-  jit::Value* asBool(jit::Value* v) {
-    if (v->type()->kind() == c10::TypeKind::BoolType) return v;
-    return graph_->insert(c10::Symbol::fromQualString("aten::Bool"), {v});
-  }
-
-  // Emits `body` at the current insertion point with its inputs bound to
-  // `operands`; returns what it returns.
-  std::vector<jit::Value*> emitBody(const ir::Graph& body, const std::vector<jit::Value*>& operands) {
+  // BodyEmitter, for emit/control_flow.
+  jit::Graph& jitGraph() override { return *graph_; }
+  jit::Value* value(const ir::Argument& a, const std::string& what) override { return convert(a, nullptr, what); }
+  std::vector<jit::Value*> emitBody(const ir::Graph& body, const std::vector<jit::Value*>& operands) override {
     if (operands.size() != body.inputs.size())
       fail(where_, "the body takes " + std::to_string(body.inputs.size()) + " operands, given " +
                        std::to_string(operands.size()));
@@ -433,118 +415,11 @@ class Emitter {
     return results;
   }
 
-  // cond(pred, true_fn, false_fn, operands) -> prim::If with one block per branch.
-  void emitCond(const ir::Node& n, const ir::Graph& onTrue, const ir::Graph& onFalse) {
-    if (n.inputs.size() != 4) fail(where_, "cond takes (pred, true_fn, false_fn, operands)");
-    jit::Value* pred = asBool(convert(n.inputs[0].arg, nullptr, "predicate"));
-    std::vector<jit::Value*> operands = valuesOf(n.inputs[3].arg, "operand");
-    jit::Node* ifNode = graph_->insertNode(graph_->create(c10::prim::If, {pred}, 0));
-    jit::Block* thenBlock = ifNode->addBlock();
-    jit::Block* elseBlock = ifNode->addBlock();
-    std::vector<jit::Value*> thenOut, elseOut;
-    {
-      jit::WithInsertPoint in(thenBlock);
-      thenOut = emitBody(onTrue, operands);
-    }
-    {
-      jit::WithInsertPoint in(elseBlock);
-      elseOut = emitBody(onFalse, operands);
-    }
-    if (thenOut.size() != elseOut.size())
-      fail(where_, "the branches return " + std::to_string(thenOut.size()) + " and " + std::to_string(elseOut.size()) +
-                       " values");
-    for (size_t i = 0; i < thenOut.size(); ++i) {
-      auto type = c10::unifyTypes(thenOut[i]->type(), elseOut[i]->type());
-      if (!type)
-        fail(where_, "the branches' result " + std::to_string(i) + " differ in type (" + thenOut[i]->type()->str() +
-                         " vs " + elseOut[i]->type()->str() + ")");
-      thenBlock->registerOutput(thenOut[i]);
-      elseBlock->registerOutput(elseOut[i]);
-      ifNode->addOutput()->setType(*type);
-    }
-    bindOutputs(n, ifNode->outputs().vec());
-  }
-
-  // while_loop(cond_fn, body_fn, carried, additional) -> the first test before
-  // the loop (as Python's while runs it), then prim::Loop whose block runs the
-  // body and tests again; the loop's results are the last carried values.
-  void emitWhileLoop(const ir::Node& n, const ir::Graph& test, const ir::Graph& body) {
-    if (n.inputs.size() != 4) fail(where_, "while_loop takes (cond_fn, body_fn, carried_inputs, additional_inputs)");
-    std::vector<jit::Value*> carried = valuesOf(n.inputs[2].arg, "carried input");
-    std::vector<jit::Value*> extra = valuesOf(n.inputs[3].arg, "additional input");
-    auto withExtra = [&](std::vector<jit::Value*> v) {
-      v.insert(v.end(), extra.begin(), extra.end());
-      return v;
-    };
-    jit::Value* first = asBool(single(emitBody(test, withExtra(carried)), "cond_fn"));
-    std::vector<jit::Value*> loopInputs{graph_->insertConstant(std::numeric_limits<int64_t>::max()), first};
-    loopInputs.insert(loopInputs.end(), carried.begin(), carried.end());
-    jit::Node* loop = graph_->insertNode(graph_->create(c10::prim::Loop, loopInputs, 0));
-    jit::Block* block = loop->addBlock();
-    block->addInput()->setType(c10::IntType::get());  // the trip count
-    std::vector<jit::Value*> inner;
-    for (jit::Value* c : carried) inner.push_back(block->addInput()->setType(c->type()));
-    {
-      jit::WithInsertPoint in(block);
-      std::vector<jit::Value*> next = emitBody(body, withExtra(inner));
-      if (next.size() != carried.size())
-        fail(where_, "body_fn returns " + std::to_string(next.size()) + " values for " + std::to_string(carried.size()) +
-                         " carried inputs");
-      block->registerOutput(asBool(single(emitBody(test, withExtra(next)), "cond_fn")));
-      for (jit::Value* v : next) block->registerOutput(v);
-    }
-    for (jit::Value* c : carried) loop->addOutput()->setType(c->type());
-    bindOutputs(n, loop->outputs().vec());
-  }
-
-  // map_impl(f, xs, pos_args) -> a prim::Loop over dimension 0 of xs that
-  // appends f's results to one list per result, then stacks each list.
-  void emitMap(const ir::Node& n, const ir::Graph& body) {
-    if (n.inputs.size() != 3) fail(where_, "map_impl takes (f, xs, pos_args)");
-    std::vector<jit::Value*> xs = valuesOf(n.inputs[1].arg, "mapped input");
-    std::vector<jit::Value*> pos = valuesOf(n.inputs[2].arg, "positional input");
-    if (xs.empty()) fail(where_, "map over no tensors");
-    auto sym = [](const char* q) { return c10::Symbol::fromQualString(q); };
-    jit::Value* trips = graph_->insert(sym("aten::size"), {xs[0], graph_->insertConstant(int64_t{0})});
-    std::vector<jit::Value*> lists;
-    for (size_t k = 0; k < body.outputs.size(); ++k)
-      lists.push_back(graph_->insertNode(graph_->createList(c10::TensorType::get(), {}))->output());
-    jit::Node* loop = graph_->insertNode(graph_->create(c10::prim::Loop, {trips, graph_->insertConstant(true)}, 0));
-    jit::Block* block = loop->addBlock();
-    jit::Value* i = block->addInput()->setType(c10::IntType::get());
-    {
-      jit::WithInsertPoint in(block);
-      std::vector<jit::Value*> args;
-      for (jit::Value* x : xs) args.push_back(graph_->insert(sym("aten::select"), {x, graph_->insertConstant(int64_t{0}), i}));
-      args.insert(args.end(), pos.begin(), pos.end());
-      std::vector<jit::Value*> results = emitBody(body, args);
-      for (size_t k = 0; k < results.size(); ++k) graph_->insert(sym("aten::append"), {lists[k], results[k]});
-      block->registerOutput(graph_->insertConstant(true));
-    }
-    std::vector<jit::Value*> stacked;
-    for (jit::Value* list : lists) stacked.push_back(graph_->insert(sym("aten::stack"), {list, graph_->insertConstant(int64_t{0})}));
-    bindOutputs(n, stacked);
-  }
-
-  jit::Value* single(const std::vector<jit::Value*>& v, const char* what) {
-    if (v.size() != 1) fail(where_, std::string(what) + " returns " + std::to_string(v.size()) + " values, expected 1");
-    return v[0];
-  }
-
+  // A wrapper region's body emitted in place: its operands follow the body.
   void inlineBody(const ir::Node& n, const ir::Graph& body, size_t firstOperand) {
-    std::string saved = where_;
-    if (n.inputs.size() - firstOperand != body.inputs.size())
-      fail(where_, "the body takes " + std::to_string(body.inputs.size()) + " operands, given " +
-                       std::to_string(n.inputs.size() - firstOperand));
-    for (size_t k = 0; k < body.inputs.size(); ++k) {
-      const ir::Value* formal = body.inputs[k].value();
-      if (formal) env_[formal] = convert(n.inputs[firstOperand + k].arg, nullptr, "operand");
-    }
-    emitGraph(body);
-    where_ = saved;
-    std::vector<jit::Value*> results;
-    for (const auto& o : body.outputs) results.push_back(o.value() ? env_.at(o.value()) : convert(o, nullptr, "output"));
-    bindOutputs(n, results);
+    std::vector<jit::Value*> operands;
+    for (size_t k = firstOperand; k < n.inputs.size(); ++k) operands.push_back(convert(n.inputs[k].arg, nullptr, "operand"));
+    bindOutputs(n, emitBody(body, operands));
   }
 
   jit::Value* valueOf(const ir::Ref& r, const std::string& what) {

@@ -10,13 +10,14 @@
 #include "manifest/manifest.h"
 #include "runtime/exchange.h"
 #include "runtime/pipeline.h"
+#include "runtime/stage_program.h"
 #include "runtime/stage_timer.h"
 
 namespace pipecut::runtime {
 
 struct LocalStage {
   const Stage* info = nullptr;
-  torch::jit::Module module;
+  StageProgram program;
   c10::Device device{c10::kCPU};
   std::unique_ptr<Mailbox> mailbox;
   std::vector<int> slot;  // per forward() argument: mailbox slot, or -1

@@ -101,7 +101,7 @@ class Engine {
       // This rank's stage files, hashed on every core before anything loads.
       StageFileCheck check;
       check.select = [&](const Stage& st, const StageFile& f) {
-        return stageRank_[st.index] == rank_ && f.format == "torchscript";
+        return stageRank_[st.index] == rank_ && f.format == stageFormatName(o_.stageFormat);
       };
       auto start = Clock::now();
       verifyStageFiles(o_.dir, m_, check);
@@ -116,20 +116,10 @@ class Engine {
     for (size_t s = 0; s < P_; ++s) {
       if (stageRank_[s] != rank_) continue;
       const Stage& st = m_.stages[s];
-      const StageFile* file = nullptr;
-      for (const auto& f : st.files)
-        if (f.format == "torchscript") file = &f;
-      if (!file) invalidInput("stage " + std::to_string(s), "has no TorchScript (.pt) file; split with --format torchscript");
-      std::string path = o_.dir + "/" + file->path;
       auto ls = std::make_unique<LocalStage>();
       ls->info = &st;
       ls->device = devices_[s];
-      try {
-        ls->module = torch::jit::load(path, ls->device);
-      } catch (const c10::Error& e) {
-        throw Error(ErrorKind::InvalidInput, path, "", "cannot load: " + firstLine(e.what_without_backtrace()));
-      }
-      ls->module.eval();
+      ls->program = StageProgram::load(o_.dir, st, o_.stageFormat, ls->device);
       // Values from other stages arrive through the mailbox: local ones put
       // there by their producer, remote ones by the communication thread.
       size_t slots = 0;
@@ -373,14 +363,13 @@ class Engine {
       // No host sync on CUDA: the loop goes on to queue the next micro-batch's
       // copies (on the copy stream) while this one computes.
       st.timer.before(g);
-      c10::IValue out = st.module.forward(args);
+      std::vector<c10::IValue> results = st.program.forward(std::move(args));
       std::shared_ptr<at::cuda::CUDAEvent> ready;
       if (st.stream) {
         ready = std::make_shared<at::cuda::CUDAEvent>();
         ready->record(*st.stream);
       }
       st.timer.after(g);
-      const auto& results = out.toTupleRef().elements();
       if (results.size() != info.outputs.size())
         throw Error(ErrorKind::Internal, "", "stage " + std::to_string(info.index),
                     "returned " + std::to_string(results.size()) + " values, the manifest lists " +

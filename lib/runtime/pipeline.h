@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/stage_format.h"
+
 namespace pipecut::runtime {
 
 enum class Schedule {
@@ -38,6 +40,7 @@ struct RunOptions {
   int threads = 0;                         // intra-op threads per stage; 0: cores / (local stages x LOCAL_WORLD_SIZE)
   bool progress = false;
   bool verifyHashes = true;
+  StageFormat stageFormat = StageFormat::TorchScript;  // which files run: .pt, or .pt2 through NativeRT
 };
 
 struct StageStats {

@@ -59,6 +59,11 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the report as JSON");
   app.add_flag("-q,--quiet", quiet, "no progress line");
   app.add_flag("--no-verify", noVerify, "skip checking stage files against the manifest's hashes");
+  std::string stageFormat = "torchscript";
+  auto* stageFormatOpt = app.add_option("--stage-format", stageFormat,
+                                        "which stage files run: torchscript (.pt) or pt2 (.pt2 through LibTorch's NativeRT; "
+                                        "CPU, inference)")
+                             ->capture_default_str();
   // Pipeline options that a profile (one stage, one process, one call per
   // batch) has no use for: giving one with --profile is a usage error.
   // Training.
@@ -84,11 +89,17 @@ int main(int argc, char** argv) {
   for (const char* name : {"--inputs", "--random-inputs", "--check", "--atol", "--rtol", "--exact", "--output",
                            "--iterations", "--warmup", "--queue-depth", "--profile"})
     train->excludes(app.get_option(name));
+  // Training needs autograd and the profiler a TorchScript graph: both run .pt stages.
+  train->excludes(stageFormatOpt);
+  profile->excludes(stageFormatOpt);
   for (const char* name : {"--microbatches", "--schedule", "--check", "--atol", "--rtol", "--exact", "--queue-depth",
                            "--stage-ranks", "--timeout", "--backend", "--output", "--trace"})
     profile->excludes(app.get_option(name));
   try {
     app.parse(argc, argv);
+    auto format = runtime::parseStageFormat(stageFormat);
+    if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript or pt2");
+    o.stageFormat = *format;
     std::stringstream ds(devices);
     o.devices.clear();
     for (std::string d; std::getline(ds, d, ',');) o.devices.push_back(d);

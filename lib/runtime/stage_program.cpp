@@ -1,0 +1,59 @@
+#include "runtime/stage_program.h"
+
+#include <torch/nativert/ModelRunnerHandle.h>
+
+#include "support/error.h"
+
+namespace pipecut::runtime {
+
+namespace {
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+}  // namespace
+
+const StageFile& stageFileOf(const Stage& st, StageFormat f) {
+  for (const auto& file : st.files)
+    if (file.format == stageFormatName(f)) return file;
+  throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(st.index),
+              f == StageFormat::Pt2 ? "has no .pt2 file; split with --format pt2 (or both)"
+                                    : "has no TorchScript (.pt) file; split with --format torchscript");
+}
+
+StageProgram::StageProgram() = default;
+StageProgram::StageProgram(StageProgram&&) noexcept = default;
+StageProgram& StageProgram::operator=(StageProgram&&) noexcept = default;
+StageProgram::~StageProgram() = default;
+
+StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device) {
+  const std::string path = dir + "/" + stageFileOf(st, f).path;
+  StageProgram p;
+  p.format_ = f;
+  if (f == StageFormat::Pt2 && !device.is_cpu())
+    throw Error(ErrorKind::InvalidInput, path, "",
+                "a .pt2 stage runs on the CPU (NativeRT here places no weights on " + device.str() +
+                    "); use --stage-format torchscript for GPU stages");
+  try {
+    if (f == StageFormat::TorchScript) {
+      p.module_ = torch::jit::load(path, device);
+      p.module_->eval();
+    } else {
+      // The archive's one program is "model" (models/model.json).
+      p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");
+    }
+  } catch (const c10::Error& e) {
+    throw Error(ErrorKind::InvalidInput, path, "",
+                std::string(f == StageFormat::Pt2 ? "NativeRT cannot load it: " : "cannot load: ") +
+                    firstLine(e.what_without_backtrace()));
+  } catch (const std::exception& e) {  // NativeRT also throws std::runtime_error
+    throw Error(ErrorKind::InvalidInput, path, "", std::string("NativeRT cannot load it: ") + firstLine(e.what()));
+  }
+  return p;
+}
+
+std::vector<c10::IValue> StageProgram::forward(std::vector<c10::IValue> args) {
+  if (nativert_) return nativert_->runWithFlatInputsAndOutputs(std::move(args));
+  c10::IValue out = module_->forward(args);
+  const auto& elements = out.toTupleRef().elements();
+  return std::vector<c10::IValue>(elements.begin(), elements.end());
+}
+
+}  // namespace pipecut::runtime

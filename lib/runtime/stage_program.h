@@ -1,0 +1,54 @@
+#pragma once
+// What runs one stage's forward: its TorchScript module (`.pt`, the default),
+// or its `.pt2` run by LibTorch's NativeRT (`pipecut-run --stage-format pt2`).
+// NativeRT is LibTorch's own executor for exported programs: it runs what
+// TorchScript cannot express (higher-order ops the emitter refuses), needs no
+// TorchScript at all, and is inference only (no autograd: training and the
+// profiler use TorchScript). Here it runs CPU stages; the weights the `.pt2`
+// holds are CPU tensors and the handle LibTorch exposes places nothing.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "manifest/manifest.h"
+#include "runtime/stage_format.h"
+
+namespace torch::nativert {
+class ModelRunnerHandle;
+}
+
+namespace pipecut::runtime {
+
+// The stage's file of that format. Throws pipecut::Error (InvalidInput) naming
+// the stage when the split did not write one.
+const StageFile& stageFileOf(const Stage& st, StageFormat f);
+
+class StageProgram {
+ public:
+  StageProgram();
+  StageProgram(StageProgram&&) noexcept;
+  StageProgram& operator=(StageProgram&&) noexcept;
+  ~StageProgram();
+
+  // Loads DIR/<the stage's file of format f> for `device`. Throws
+  // pipecut::Error (InvalidInput) naming the file when LibTorch cannot load
+  // it (NativeRT: an operator or higher-order op it does not know), or when a
+  // .pt2 stage is placed on anything but the CPU.
+  static StageProgram load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device);
+
+  StageFormat format() const { return format_; }
+  // forward() in the manifest's argument order; results in its output order.
+  std::vector<c10::IValue> forward(std::vector<c10::IValue> args);
+  // The TorchScript module (nullptr for a .pt2 stage).
+  torch::jit::Module* module() { return module_ ? &*module_ : nullptr; }
+
+ private:
+  StageFormat format_ = StageFormat::TorchScript;
+  std::optional<torch::jit::Module> module_;
+  std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
+};
+
+}  // namespace pipecut::runtime
