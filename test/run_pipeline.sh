@@ -36,6 +36,9 @@ for model in mlp cnn_bn skip multi_io dynamic_batch gpt2_tied llama_tiny_decomp;
       --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
   done
 done
+# Llama's no_grad region inlined into its .pt2 stages (split --inline-grad-regions, by test_split).
+expect 0 "llama_tiny.4 inlined pt2 M=4" -- "$run" "$splits/llama_tiny.4.inlined" --stage-format pt2 -m 4 \
+  --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.mb4.safetensors" --exact -q
 expect 2 "pt2: no_grad region" -- "$run" "$splits/llama_tiny.2" --stage-format pt2 --random-inputs -q
 contains "pt2 no_grad message" "llama_tiny.2/stage_000.pt2: NativeRT cannot load it: Unknown higher order op: wrap_with_set_grad_enabled"
 expect 2 "pt2: map" -- "$run" "$splits/control_flow.4" --stage-format pt2 --random-inputs -q

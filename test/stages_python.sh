@@ -17,3 +17,6 @@ done
 # The enabled-autocast program exists only as .pt2 stages.
 "$py" "$src/scripts/check_stages.py" "$splits/autocast_bf16.pt2only" "$splits/autocast_bf16.whole.pt2only" \
   "$src/testdata/models/autocast_bf16.ref.safetensors" --format pt2
+# .pt2 stages with their no_grad regions inlined (split --inline-grad-regions) load and chain too.
+"$py" "$src/scripts/check_stages.py" "$splits/llama_tiny.4.inlined" "$splits/llama_tiny.whole" \
+  "$src/testdata/models/llama_tiny.ref.safetensors" --format pt2

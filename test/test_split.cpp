@@ -8,6 +8,8 @@
 
 #include "driver/split.h"
 #include "manifest/manifest.h"
+#include "pt2/package.h"
+#include "support/files.h"
 #include "support/sha256.h"
 #include "runtime/chain.h"
 #include "test_util.h"
@@ -104,6 +106,36 @@ TEST_CASE("the seed report's model splits at layers.0 END with its no_grad regio
   REQUIRE(m.stages.size() == 2);
   CHECK(std::find(m.stages[0].modules.begin(), m.stages[0].modules.end(), "layers.0") != m.stages[0].modules.end());
   checkSplitChain(splitDir("nograd_seed.2"), "nograd_seed");
+}
+
+TEST_CASE("split --inline-grad-regions: .pt2 stages without no_grad regions and .pt stages unchanged", "[split]") {
+  std::string out = test::outPath("splits/llama_tiny.4.inlined");  // run by run_pipeline with --stage-format pt2
+  auto r = test::runPipecut("split " + test::fixture("llama_tiny") + " --spec " + specPath("llama_tiny.4") + " -o " + out +
+                            " --inline-grad-regions -q");
+  REQUIRE(r.exitCode == 0);
+  Manifest m = readManifest(out);
+  auto countRegions = [&](const ir::Graph& g) {
+    size_t n = 0;
+    for (const auto& node : g.nodes) n += node->target == "torch.ops.higher_order.wrap_with_set_grad_enabled";
+    return n;
+  };
+  for (const auto& st : m.stages)
+    for (const auto& f : st.files) {
+      CHECK(f.gradRegionsInlined == (f.format == "pt2"));
+      if (f.format != "pt2") continue;
+      pt2::Package pkg = pt2::readPackage(out + "/" + f.path);
+      CHECK(countRegions(pkg.program.graph) == 0);
+    }
+  // Without the option stage 0 holds the region (Llama's rotary embedding),
+  // and the TorchScript stages are the same either way, byte for byte.
+  std::string plain = test::outPath("splits/llama_tiny.4.notinlined");
+  REQUIRE(test::runPipecut("split " + test::fixture("llama_tiny") + " --spec " + specPath("llama_tiny.4") + " -o " + plain +
+                           " -q").exitCode == 0);
+  CHECK(countRegions(pt2::readPackage(plain + "/stage_000.pt2").program.graph) >= 1);
+  for (const auto& st : m.stages)
+    for (const auto& f : st.files)
+      if (f.format == "torchscript")
+        CHECK(support::readFile(out + "/" + f.path, "stage") == support::readFile(plain + "/" + f.path, "stage"));
 }
 
 TEST_CASE("tied GPT-2: the tied group is listed and both stages hold the weight", "[split]") {

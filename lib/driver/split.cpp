@@ -13,6 +13,7 @@
 #include "partition/assign.h"
 #include "partition/carve.h"
 #include "partition/split_spec.h"
+#include "passes/inline_grad_regions.h"
 #include "support/error.h"
 #include "support/files.h"
 #include "support/parallel.h"
@@ -182,23 +183,38 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
       if (r.pt2) slots.push_back({stage.info.index, {name + ".pt2", "pt2", "", 0}});
     }
     progress.totalFiles = slots.size();
-    for (Slot& slot : slots) {
-      const partition::CarvedStage& stage = carving.stages[slot.stage];
-      tasks.emplace_back([&, &stage = stage] {
-        const std::string file = slot.file.path;
+    auto writeSlot = [&](Slot& slot) {
+      partition::CarvedStage& stage = carving.stages[slot.stage];
+      const std::string file = slot.file.path;
+      try {
         if (slot.file.format == "torchscript") {
-          try {
-            slot.file = writeStageFile(tmp, file, "torchscript", [&](const auto& sink) {
-              emit::writeTorchScript(stage.package, stageName(stage.info.index), sink);
-            }, progress);
-          } catch (const Error& e) {
-            throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
-          }
+          slot.file = writeStageFile(tmp, file, "torchscript", [&](const auto& sink) {
+            emit::writeTorchScript(stage.package, stageName(stage.info.index), sink);
+          }, progress);
         } else {
+          if (r.inlineGradRegions) passes::inlineGradRegions(stage.package.program);
           slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
                                      progress);
+          slot.file.gradRegionsInlined = r.inlineGradRegions;
         }
-      });
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::InvalidInput) throw;
+        throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
+      }
+    };
+    if (!r.inlineGradRegions) {
+      for (Slot& slot : slots) tasks.emplace_back([&] { writeSlot(slot); });
+    } else {
+      // Inlining rewrites the stage program its TorchScript file is emitted
+      // from: one task per stage, its .pt (slots list it first) before its .pt2.
+      for (size_t k = 0; k < slots.size();) {
+        size_t end = k;
+        while (end < slots.size() && slots[end].stage == slots[k].stage) ++end;
+        tasks.emplace_back([&, k, end] {
+          for (size_t i = k; i < end; ++i) writeSlot(slots[i]);
+        });
+        k = end;
+      }
     }
     support::parallelFor(tasks.size(), r.jobs, [&](size_t i) { tasks[i](); });
     for (const Slot& slot : slots) m.stages[slot.stage].files.push_back(slot.file);

@@ -19,6 +19,9 @@ struct SplitRequest {
   bool torchscript = true;
   bool pt2 = true;
   bool recompute = true;    // recompute cheap values in consuming stages
+  // .pt2 stages without no_grad regions (passes/inline_grad_regions.h); the
+  // TorchScript stages keep them. The manifest records it.
+  bool inlineGradRegions = false;
   bool verifyEach = false;  // verify the graph after every pass
   bool preview = false;     // plan only: no files, no source hash
   std::string dotFile;      // also draw the stages (Graphviz)

@@ -55,6 +55,9 @@ struct StageFile {
   std::string format;        // "torchscript" or "pt2"
   std::string sha256;        // lowercase hex
   uint64_t bytes = 0;
+  // A .pt2 written by `split --inline-grad-regions`: its no_grad regions
+  // (wrap_with_set_grad_enabled) are inlined, for NativeRT; forward only.
+  bool gradRegionsInlined = false;
 };
 
 struct StageParameter {

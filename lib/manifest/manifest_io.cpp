@@ -82,6 +82,7 @@ void toProto(const Stage& s, pb::Stage* out) {
     file->set_format(f.format);
     file->set_sha256(f.sha256);
     file->set_bytes(f.bytes);
+    file->set_grad_regions_inlined(f.gradRegionsInlined);
   }
   for (const StageInput& in : s.inputs) {
     pb::StageInput* input = out->add_inputs();
@@ -254,7 +255,8 @@ UserValue fromProto(const pb::UserValue& v, const std::string& path) {
 Stage fromProto(const pb::Stage& s, const std::string& path) {
   Stage out;
   out.index = s.index();
-  for (const pb::StageFile& f : s.files()) out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes()});
+  for (const pb::StageFile& f : s.files())
+    out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes(), f.grad_regions_inlined()});
   for (int i = 0; i < s.inputs_size(); ++i) {
     const pb::StageInput& in = s.inputs(i);
     std::string at = indexed(path, "inputs", i);

@@ -27,6 +27,7 @@ struct SplitOptions {
   std::string output;
   std::string formats = "torchscript,pt2";
   bool noRecompute = false;
+  bool inlineGradRegions = false;
   bool preview = false;
   std::string dotFile;
   bool verifyEach = false;

@@ -36,6 +36,7 @@ int runSplit(const SplitOptions& o) {
   }
   r.output = o.output;
   r.recompute = !o.noRecompute;
+  r.inlineGradRegions = o.inlineGradRegions;
   r.verifyEach = o.verifyEach;
   r.preview = o.preview;
   r.dotFile = o.dotFile;

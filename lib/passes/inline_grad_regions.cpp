@@ -1,0 +1,120 @@
+#include "passes/inline_grad_regions.h"
+
+#include <memory>
+#include <unordered_map>
+
+#include "ir/clone.h"
+#include "support/error.h"
+
+namespace pipecut::passes {
+
+namespace {
+
+constexpr const char* kRegion = "torch.ops.higher_order.wrap_with_set_grad_enabled";
+
+// A name the graph does not hold yet.
+std::string freshName(const ir::Graph& g, const std::string& name) {
+  if (!g.find(name)) return name;
+  for (size_t k = 1;; ++k) {
+    std::string candidate = name + "_inlined_" + std::to_string(k);
+    if (!g.find(candidate)) return candidate;
+  }
+}
+
+// Copies an output argument of a body node, defining each value anew in `g`.
+ir::Argument defineCopies(const ir::Argument& a, ir::Graph& g, ir::Node* producer, ir::ValueMap& map) {
+  ir::Argument c;
+  c.tag = a.tag;
+  c.literal = a.literal;
+  c.nesting = a.nesting;
+  c.name = a.name;
+  for (const ir::Ref& r : a.refs) {
+    ir::Ref nr;
+    nr.literal = r.literal;
+    if (r.value) {
+      nr.value = g.define(freshName(g, r.value->name), r.value->kind, producer);
+      nr.value->meta = r.value->meta;
+      nr.value->symMeta = r.value->symMeta;
+      map[r.value] = nr.value;
+    }
+    c.refs.push_back(std::move(nr));
+  }
+  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, defineCopies(sub, g, producer, map));
+  return c;
+}
+
+}  // namespace
+
+size_t inlineGradRegions(ir::Program& p) {
+  ir::Graph& g = p.graph;
+  size_t inlined = 0;
+  std::unordered_map<const ir::Value*, ir::Value*> replaced;  // a region's output -> what the body returned
+  auto fail = [](const ir::Node& n, const std::string& msg) {
+    throw Error(ErrorKind::InvalidInput, "", "node '" + n.label() + "' (" + n.opName() + ")", msg);
+  };
+  std::vector<std::unique_ptr<ir::Node>> nodes;
+  nodes.reserve(g.nodes.size());
+  for (auto& node : g.nodes) {
+    if (node->target != kRegion) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    // (enable_grad, body, *operands)
+    if (node->inputs.size() < 2 || node->inputs[1].arg.tag != ir::ArgTag::Graph || !node->inputs[1].arg.graph)
+      fail(*node, "expected (enable_grad, body, *operands)");
+    const ir::Graph& body = *node->inputs[1].arg.graph;
+    if (node->inputs.size() - 2 != body.inputs.size())
+      fail(*node, "the body takes " + std::to_string(body.inputs.size()) + " operands, given " +
+                      std::to_string(node->inputs.size() - 2));
+    ir::ValueMap map;
+    for (size_t k = 0; k < body.inputs.size(); ++k) {
+      const ir::Value* formal = body.inputs[k].value();
+      ir::Value* operand = node->inputs[2 + k].arg.value();
+      if (!formal) continue;
+      if (!operand) fail(*node, "operand " + std::to_string(k) + " is not a value");
+      auto it = replaced.find(operand);
+      map[formal] = it == replaced.end() ? operand : it->second;
+    }
+    for (const auto& bn : body.nodes) {
+      auto copy = std::make_unique<ir::Node>();
+      copy->target = bn->target;
+      copy->metadata = bn->metadata;
+      copy->isHopSingleTensorReturn = bn->isHopSingleTensorReturn;
+      copy->name = bn->name;
+      copy->moduleStack = bn->moduleStack;
+      for (const auto& in : bn->inputs)
+        copy->inputs.push_back(ir::NamedArgument{in.name, ir::cloneArgument(in.arg, map), in.kind});
+      for (const auto& out : bn->outputs) copy->outputs.push_back(defineCopies(out, g, copy.get(), map));
+      // A node is named after its output; a renamed output renames the node.
+      bn->forEachOutputValue([&](const ir::Value* v) {
+        if (copy->name && *copy->name == v->name) copy->name = map.at(v)->name;
+      });
+      nodes.push_back(std::move(copy));
+    }
+    std::vector<const ir::Value*> outs;
+    node->forEachOutputValue([&](const ir::Value* v) { outs.push_back(v); });
+    if (outs.size() != body.outputs.size())
+      fail(*node, "returns " + std::to_string(outs.size()) + " values, its body " + std::to_string(body.outputs.size()));
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const ir::Value* result = body.outputs[k].value();
+      if (!result) fail(*node, "body output " + std::to_string(k) + " is not a value");
+      replaced[outs[k]] = map.at(result);
+    }
+    ++inlined;
+  }
+  if (!inlined) return 0;
+  g.nodes = std::move(nodes);
+  auto rewrite = [&](ir::Ref& r) {
+    if (!r.value) return;
+    auto it = replaced.find(r.value);
+    if (it != replaced.end()) r.value = it->second;
+  };
+  for (auto& n : g.nodes)
+    for (auto& in : n->inputs) in.arg.forEachRef(rewrite);
+  for (auto& out : g.outputs) out.forEachRef(rewrite);
+  for (auto& spec : p.outputSpecs) spec.arg.forEachRef(rewrite);
+  g.pruneValues();
+  return inlined;
+}
+
+}  // namespace pipecut::passes

@@ -1,0 +1,21 @@
+#pragma once
+// Inlines every top-level `wrap_with_set_grad_enabled` region of a program:
+// the region's body nodes take the node's place, its operands stand for the
+// body's inputs and its results for the node's outputs. Under inference (no
+// autograd) the region changes no result, and LibTorch's NativeRT refuses the
+// op ("Unknown higher order op"), so `pipecut split --inline-grad-regions`
+// writes .pt2 stages without them. Training needs the regions: this is for
+// stages that only run forward.
+#include <cstddef>
+
+#include "ir/ir.h"
+
+namespace pipecut::passes {
+
+// Returns how many regions were inlined. Body values keep their names unless
+// the program already uses one ("<name>_inlined_<k>" then). Throws
+// pipecut::Error (InvalidInput) naming the node for a region whose operands do
+// not match its body.
+size_t inlineGradRegions(ir::Program& p);
+
+}  // namespace pipecut::passes
