@@ -93,14 +93,14 @@ def layer_spec(layers, stages):
     return {"split_points": {f"model.layers.{per * k - 1}": "END" for k in range(1, stages)}}
 
 
-def split(pipecut, pt2, stages, layers, out_dir):
+def split(pipecut, pt2, stages, layers, out_dir, extra=()):
     spec = layer_spec(layers, stages)
     spec_path = out_dir + ".spec.json"
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
-    subprocess.run([pipecut, "split", pt2, "--spec", spec_path, "-o", out_dir], check=True,
+    subprocess.run([pipecut, "split", pt2, "--spec", spec_path, "-o", out_dir, *extra], check=True,
                    stdout=subprocess.DEVNULL)
     with open(os.path.join(out_dir, "manifest.json")) as f:
         manifest = json.load(f)
