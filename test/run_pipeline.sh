@@ -43,6 +43,10 @@ expect 2 "pt2: no_grad region" -- "$run" "$splits/llama_tiny.2" --stage-format p
 contains "pt2 no_grad message" "llama_tiny.2/stage_000.pt2: NativeRT cannot load it: Unknown higher order op: wrap_with_set_grad_enabled"
 expect 2 "pt2: map" -- "$run" "$splits/control_flow.4" --stage-format pt2 --random-inputs -q
 contains "pt2 map message" "control_flow.4/stage_000.pt2: NativeRT cannot load it: Unknown higher order op: map_impl"
+# A stage the split could write only as .pt2 (enabled autocast; test_split's autocast_bf16.both).
+expect 2 "stage without .pt" -- "$run" "$splits/autocast_bf16.both" --random-inputs -q
+contains "no .pt message" "stage 1: has no TorchScript (.pt) file, the format cannot express it (node 'to_1' (higher_order.wrap_with_autocast)"
+contains "no .pt hint" "run its .pt2 with --stage-format pt2"
 expect 1 "stage format usage" -- "$run" "$splits/mlp.2" --stage-format onnx --random-inputs
 contains "stage format message" "--stage-format: expected torchscript or pt2"
 expect 1 "pt2 training" -- "$run" "$splits/mlp.2" --stage-format pt2 --train --data "$models/mlp.ref.safetensors"

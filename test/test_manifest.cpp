@@ -38,7 +38,11 @@ static bool operator==(const StageOutput& a, const StageOutput& b) {
   return a.name == b.name && a.tensor == b.tensor && a.consumers == b.consumers;
 }
 static bool operator==(const StageFile& a, const StageFile& b) {
-  return std::tie(a.path, a.format, a.sha256, a.bytes) == std::tie(b.path, b.format, b.sha256, b.bytes);
+  return std::tie(a.path, a.format, a.sha256, a.bytes, a.gradRegionsInlined) ==
+         std::tie(b.path, b.format, b.sha256, b.bytes, b.gradRegionsInlined);
+}
+static bool operator==(const pipecut::MissingFile& a, const pipecut::MissingFile& b) {
+  return a.format == b.format && a.reason == b.reason;
 }
 static bool operator==(const StageParameter& a, const StageParameter& b) {
   return std::tie(a.name, a.kind, a.bytes) == std::tie(b.name, b.kind, b.bytes);
@@ -47,7 +51,7 @@ static bool operator==(const Stage& a, const Stage& b) {
   return a.index == b.index && a.files == b.files && a.inputs == b.inputs && a.outputs == b.outputs &&
          a.parameters == b.parameters && a.parameterBytes == b.parameterBytes && a.nodeCount == b.nodeCount &&
          a.boundaryBytesPerSample == b.boundaryBytesPerSample && a.modules == b.modules &&
-         a.recomputed == b.recomputed;
+         a.recomputed == b.recomputed && a.missing == b.missing;
 }
 static bool operator==(const UserValue& a, const UserValue& b) {
   return a.name == b.name && a.tensor == b.tensor && a.source == b.source;
@@ -162,6 +166,9 @@ Manifest fullManifest() {
   s1.boundaryBytesPerSample = 0;
   s1.modules = {"fc2", "bl\xc3\xb6" "ck_\xf0\x9f\x98\x80"};  // non-ASCII UTF-8 ("blöck_" and an emoji)
   s1.recomputed = {"sin_1", "cos_1"};
+  s1.files.push_back({"stage_001.pt2", "pt2", std::string(64, 'd'), 4242, true});
+  s1.missing = {};
+  s0.missing.push_back({"torchscript", "node 'to_1' (higher_order.wrap_with_autocast): cannot be expressed"});
   m.stages = {s0, s1};
 
   m.tiedGroups.push_back({{"embed.weight", "lm_head.weight"}, {0, 1}});
@@ -428,6 +435,9 @@ TEST_CASE("manifests whose parts disagree are rejected: what the runner would ot
   m = fullManifest();
   m.stages[0].files[0].sha256 = std::string(64, 'A');
   CHECK(whereOf(m) == "stages[0].files[0].sha256");
+  m = fullManifest();
+  m.stages[0].missing[0].format = "onnx";
+  CHECK(whereOf(m) == "stages[0].missing[0].format");
 }
 
 TEST_CASE("strings that are not UTF-8 are refused when writing, naming the field", "[manifest]") {

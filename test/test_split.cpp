@@ -349,11 +349,30 @@ TEST_CASE("an enabled autocast region: TorchScript refuses it by name, the .pt2 
   std::string spec = writeSpec("autocast_cut", R"({"split_points": {"layers.1": "END"}})");
   std::string out = test::outPath("splits/autocast_bf16.pt2only");
   fs::remove_all(out);  // left by an earlier run's --format pt2 split
-  auto r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + out);
+  auto r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + out +
+                            " --format torchscript");
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.output, Catch::Contains("higher_order.wrap_with_autocast") &&
                            Catch::Contains("an enabled autocast region cannot be expressed in TorchScript"));
   CHECK_FALSE(fs::exists(out));
+  // With both formats (the default) the split goes through: stage 1 gets its
+  // .pt2 only, and the manifest says why it has no .pt.
+  std::string both = test::outPath("splits/autocast_bf16.both");
+  r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + both);
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: stage 1 has no torchscript file, the format cannot express it: "
+                                       "node 'to_1' (higher_order.wrap_with_autocast)"));
+  Manifest mb = readManifest(both);
+  REQUIRE(mb.stages.size() == 2);
+  CHECK(mb.stages[0].files.size() == 2);
+  CHECK(mb.stages[0].missing.empty());
+  REQUIRE(mb.stages[1].files.size() == 1);
+  CHECK(mb.stages[1].files[0].format == "pt2");
+  REQUIRE(mb.stages[1].missing.size() == 1);
+  CHECK(mb.stages[1].missing[0].format == "torchscript");
+  CHECK_THAT(mb.stages[1].missing[0].reason, Catch::Contains("an enabled autocast region cannot be expressed"));
+  CHECK_FALSE(fs::exists(both + "/stage_001.pt"));
+  CHECK(test::runPipecut("verify " + both).exitCode == 0);
   r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + out + " --format pt2");
   REQUIRE(r.exitCode == 0);
   CHECK(fs::exists(out + "/stage_001.pt2"));  // chained through torch.export.load by stages_python

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "driver/load.h"
@@ -172,6 +173,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
     struct Slot {
       size_t stage;
       StageFile file;
+      std::optional<MissingFile> missing;  // the format cannot express this stage
     };
     std::vector<Slot> slots;
     std::vector<std::function<void()>> tasks;
@@ -188,9 +190,17 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
       const std::string file = slot.file.path;
       try {
         if (slot.file.format == "torchscript") {
-          slot.file = writeStageFile(tmp, file, "torchscript", [&](const auto& sink) {
-            emit::writeTorchScript(stage.package, stageName(stage.info.index), sink);
-          }, progress);
+          try {
+            slot.file = writeStageFile(tmp, file, "torchscript", [&](const auto& sink) {
+              emit::writeTorchScript(stage.package, stageName(stage.info.index), sink);
+            }, progress);
+          } catch (const Error& e) {
+            // With both formats asked for, a stage TorchScript cannot express
+            // still gets its .pt2; the manifest says what is missing and why.
+            if (e.kind() != ErrorKind::InvalidInput || !r.pt2) throw;
+            fs::remove(tmp / file);
+            slot.missing = MissingFile{"torchscript", (e.where().empty() ? "" : e.where() + ": ") + e.message()};
+          }
         } else {
           if (r.inlineGradRegions) passes::inlineGradRegions(stage.package.program);
           slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
@@ -217,7 +227,10 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
       }
     }
     support::parallelFor(tasks.size(), r.jobs, [&](size_t i) { tasks[i](); });
-    for (const Slot& slot : slots) m.stages[slot.stage].files.push_back(slot.file);
+    for (const Slot& slot : slots) {
+      if (slot.missing) m.stages[slot.stage].missing.push_back(*slot.missing);
+      else m.stages[slot.stage].files.push_back(slot.file);
+    }
     writeText(tmp / "manifest.json", manifestToJson(m));
     writeText(tmp / "manifest.pb", manifestToBinary(m));
   });

@@ -60,6 +60,13 @@ struct StageFile {
   bool gradRegionsInlined = false;
 };
 
+// A format a stage lacks because that format cannot express it; the split
+// wrote the others (see the split driver).
+struct MissingFile {
+  std::string format;        // "torchscript" or "pt2"
+  std::string reason;        // the emitter's message, naming the node
+};
+
 struct StageParameter {
   std::string name;          // original FQN
   std::string kind;          // "parameter", "buffer", "non_persistent_buffer", "constant"
@@ -77,6 +84,7 @@ struct Stage {
   uint64_t boundaryBytesPerSample = 0;  // bytes this stage sends to other stages, per batch element
   std::vector<std::string> modules;     // top-level modules whose nodes it runs
   std::vector<std::string> recomputed;  // values recomputed here instead of received
+  std::vector<MissingFile> missing;     // formats asked for that could not express this stage
 };
 
 struct UserValue {

@@ -107,6 +107,11 @@ void toProto(const Stage& s, pb::Stage* out) {
   out->set_boundary_bytes_per_sample(s.boundaryBytesPerSample);
   for (const std::string& m : s.modules) out->add_modules(m);
   for (const std::string& r : s.recomputed) out->add_recomputed(r);
+  for (const MissingFile& mf : s.missing) {
+    pb::MissingFile* pm = out->add_missing();
+    pm->set_format(mf.format);
+    pm->set_reason(mf.reason);
+  }
 }
 
 pb::Manifest toProto(const Manifest& m) {
@@ -282,6 +287,12 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
   out.boundaryBytesPerSample = s.boundary_bytes_per_sample();
   out.modules.assign(s.modules().begin(), s.modules().end());
   out.recomputed.assign(s.recomputed().begin(), s.recomputed().end());
+  for (int k = 0; k < s.missing_size(); ++k) {
+    const pb::MissingFile& pm = s.missing(k);
+    if (pm.format() != "torchscript" && pm.format() != "pt2")
+      invalidInput(indexed(path, "missing", static_cast<size_t>(k)) + ".format", "'" + pm.format() + "' is not a stage format (torchscript, pt2)");
+    out.missing.push_back({pm.format(), pm.reason()});
+  }
   return out;
 }
 

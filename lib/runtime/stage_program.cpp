@@ -13,6 +13,12 @@ std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); 
 const StageFile& stageFileOf(const Stage& st, StageFormat f) {
   for (const auto& file : st.files)
     if (file.format == stageFormatName(f)) return file;
+  for (const auto& missing : st.missing)
+    if (missing.format == stageFormatName(f))
+      throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(st.index),
+                  std::string("has no ") + (f == StageFormat::Pt2 ? ".pt2" : "TorchScript (.pt)") +
+                      " file, the format cannot express it (" + missing.reason + ")" +
+                      (f == StageFormat::TorchScript ? "; run its .pt2 with --stage-format pt2" : ""));
   throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(st.index),
               f == StageFormat::Pt2 ? "has no .pt2 file; split with --format pt2 (or both)"
                                     : "has no TorchScript (.pt) file; split with --format torchscript");

@@ -51,6 +51,10 @@ int runSplit(const SplitOptions& o) {
   }
   else
     std::cout << "wrote " << m.stages.size() << " stages to " << o.output << "\n";
+  for (const auto& st : m.stages)
+    for (const auto& missing : st.missing)
+      std::cerr << "pipecut: warning: stage " << st.index << " has no " << missing.format
+                << " file, the format cannot express it: " << missing.reason << "\n";
   return 0;
 }
 
