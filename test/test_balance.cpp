@@ -50,6 +50,12 @@ partition::Partition bruteForce(size_t K, size_t P, const partition::RangeCost& 
   return best;
 }
 
+void requireSame(const partition::Partition& got, const partition::Partition& want) {
+  REQUIRE(got.maxCost == want.maxCost);
+  REQUIRE(got.cutWeight == want.cutWeight);
+  REQUIRE(got.cuts == want.cuts);
+}
+
 }  // namespace
 
 TEST_CASE("the min-max partitioner finds what brute force finds", "[balance]") {
@@ -71,12 +77,8 @@ TEST_CASE("the min-max partitioner finds what brute force finds", "[balance]") {
       if (tied && ((t1 >= a && t1 < b) || (t2 >= a && t2 < b))) s += tiedBytes;
       return s;
     };
-    partition::Partition got = partition::partitionMinMax(K, P, cost, w);
-    partition::Partition want = bruteForce(K, P, cost, w);
     INFO("trial " << trial << " K=" << K << " P=" << P);
-    REQUIRE(got.maxCost == want.maxCost);
-    REQUIRE(got.cutWeight == want.cutWeight);
-    REQUIRE(got.cuts == want.cuts);
+    requireSame(partition::partitionMinMax(K, P, cost, w), bruteForce(K, P, cost, w));
   }
 }
 
@@ -99,12 +101,8 @@ TEST_CASE("the any-cost partitioner finds what brute force finds when ends cost"
       if (b < K) s += edge[b] + (a == 0 ? outputs : 0);
       return s;
     };
-    partition::Partition got = partition::partitionMinMaxAnyCost(K, P, cost, w);
-    partition::Partition want = bruteForce(K, P, cost, w);
     INFO("trial " << trial << " K=" << K << " P=" << P);
-    REQUIRE(got.maxCost == want.maxCost);
-    REQUIRE(got.cutWeight == want.cutWeight);
-    REQUIRE(got.cuts == want.cuts);
+    requireSame(partition::partitionMinMaxAnyCost(K, P, cost, w), bruteForce(K, P, cost, w));
   }
 }
 

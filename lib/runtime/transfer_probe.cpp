@@ -69,36 +69,31 @@ TransferRate probeLoopbackTransfer(size_t messageBytes, int messages) {
 
   const int total = messages + 1;  // the first warms the buffers and the socket
   std::vector<char> out(messageBytes, 1), in(messageBytes);
-  std::vector<double> sendMs, recvMs;
-  bool sendFailed = false;
-  std::thread writer([&] {
-    for (int m = 0; m < total && !sendFailed; ++m) {
-      double t0 = threadCpuMs();
-      for (size_t done = 0; done < messageBytes;) {
-        ssize_t k = ::send(sender.fd, out.data() + done, messageBytes - done, MSG_NOSIGNAL);
-        if (k <= 0) {
-          if (k < 0 && errno == EINTR) continue;
-          sendFailed = true;
-          break;
-        }
-        done += static_cast<size_t>(k);
-      }
-      if (m > 0) sendMs.push_back(threadCpuMs() - t0);
-    }
-  });
-  bool recvFailed = false;
-  for (int m = 0; m < total && !recvFailed; ++m) {
+  // Moves one message through `io` (send or recv) and returns its thread's
+  // CPU time, or a negative value when the socket failed.
+  auto timed = [&](auto&& io, char* data) {
     double t0 = threadCpuMs();
     for (size_t done = 0; done < messageBytes;) {
-      ssize_t k = ::recv(receiver.fd, in.data() + done, messageBytes - done, 0);
-      if (k <= 0) {
-        if (k < 0 && errno == EINTR) continue;
-        recvFailed = true;
-        break;
-      }
+      ssize_t k = io(data + done, messageBytes - done);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return -1.0;
       done += static_cast<size_t>(k);
     }
-    if (m > 0) recvMs.push_back(threadCpuMs() - t0);
+    return threadCpuMs() - t0;
+  };
+  std::vector<double> sendMs, recvMs;
+  bool sendFailed = false, recvFailed = false;
+  std::thread writer([&] {
+    for (int m = 0; m < total && !sendFailed; ++m) {
+      double ms = timed([&](char* p, size_t n) { return ::send(sender.fd, p, n, MSG_NOSIGNAL); }, out.data());
+      if (ms < 0) sendFailed = true;
+      else if (m > 0) sendMs.push_back(ms);
+    }
+  });
+  for (int m = 0; m < total && !recvFailed; ++m) {
+    double ms = timed([&](char* p, size_t n) { return ::recv(receiver.fd, p, n, 0); }, in.data());
+    if (ms < 0) recvFailed = true;
+    else if (m > 0) recvMs.push_back(ms);
   }
   if (recvFailed) ::shutdown(sender.fd, SHUT_RDWR);
   writer.join();
