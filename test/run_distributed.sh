@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pipecut-run across processes over Gloo on loopback: every split with 2
-# processes, the 4-stage splits with 4 processes, M in {1, 4}, and 1F1B on the
-# 4-stage Llama. Each run must give bit for bit what the unsplit program gives
+# processes, the 4-stage splits with 4 processes, M in {1, 4}, 1F1B on the
+# 4-stage Llama, and the .pt2 stages through NativeRT. Each run must give bit for bit what the unsplit program gives
 # in one process here.
 #
 # BACKEND gloo-strict gives every message one tag, so that messages match by
@@ -50,5 +50,16 @@ done
 ref=$models/llama_tiny.mb4.ref.safetensors
 launch 4 "$splits/llama_tiny.4" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --schedule 1f1b --iterations 3
 launch 2 "$splits/llama_tiny.4" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --schedule 1f1b --queue-depth 1
+# The .pt2 stages through NativeRT (--stage-format pt2) over the same
+# transport: 4 stages on 2 ranks for every fixture NativeRT loads, and Llama's
+# inlined no_grad split on 4 ranks. Gloo only: the message order is the same
+# whichever files run.
+if [[ $backend == gloo ]]; then
+  for model in mlp cnn_bn skip multi_io dynamic_batch gpt2_tied llama_tiny_decomp; do
+    mb4=$models/$model.mb4.ref.safetensors
+    launch 2 "$splits/$model.4" "$mb4" "$(whole "$model" 4 "$mb4")" 4 --stage-format pt2
+  done
+  launch 4 "$splits/llama_tiny.4.inlined" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --stage-format pt2 --schedule 1f1b
+fi
 echo "run_distributed ($backend): $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
