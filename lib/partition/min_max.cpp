@@ -1,6 +1,7 @@
 #include "partition/min_max.h"
 
 #include <deque>
+#include <functional>
 #include <limits>
 
 #include "support/error.h"
@@ -39,6 +40,29 @@ double optimalMax(size_t K, size_t P, const RangeCost& cost) {
     std::swap(prev, cur);
   }
   return prev[K];
+}
+
+// Reads the cuts out of g (g[s][a]: least cut weight to cut units [a, K) into
+// s ranges within the optimum, kInf where none does) left to right, taking at
+// each step the first next cut b that attains g[s][a]: among the optimal
+// partitions, the lexicographically smallest cuts. `fits(a, b)`: range [a, b)
+// stays within the optimum (not monotone in b for every cost: a filter).
+void readCuts(Partition& out, size_t K, size_t P, const std::function<bool(size_t, size_t)>& fits,
+              const std::vector<double>& cutWeight, const std::vector<std::vector<double>>& g, const char* who) {
+  if (g[P][0] == kInf) internalError(who, "no partition meets the optimum it was computed from");
+  out.cutWeight = g[P][0];
+  size_t a = 0;
+  for (size_t s = P; s > 1; --s) {
+    size_t next = 0;
+    for (size_t b = a + 1; b + s - 1 <= K; ++b)
+      if (g[s - 1][b] < kInf && fits(a, b) && cutWeight[b] + g[s - 1][b] == g[s][a]) {
+        next = b;
+        break;
+      }
+    if (next == 0) internalError(who, "lost the optimal cut while reading it back");
+    out.cuts.push_back(next);
+    a = next;
+  }
 }
 
 }  // namespace
@@ -80,21 +104,7 @@ Partition partitionMinMax(size_t K, size_t P, const RangeCost& cost, const std::
       g[s][a] = window.empty() ? kInf : value(window.front());
     }
   }
-  if (g[P][0] == kInf) internalError("partitionMinMax", "no partition meets the optimum it was computed from");
-  out.cutWeight = g[P][0];
-  size_t a = 0;
-  for (size_t s = P; s > 1; --s) {
-    size_t end = std::min(hi[a], K - s + 1);
-    size_t next = 0;
-    for (size_t b = a + 1; b <= end; ++b)
-      if (cutWeight[b] + g[s - 1][b] == g[s][a]) {
-        next = b;
-        break;
-      }
-    if (next == 0) internalError("partitionMinMax", "lost the optimal cut while reading it back");
-    out.cuts.push_back(next);
-    a = next;
-  }
+  readCuts(out, K, P, [&](size_t a, size_t b) { return b <= hi[a]; }, cutWeight, g, "partitionMinMax");
   return out;
 }
 
@@ -122,20 +132,7 @@ Partition partitionMinMaxAnyCost(size_t K, size_t P, const RangeCost& cost, cons
     for (size_t a = 0; a + s <= K; ++a)
       for (size_t b = a + 1; b + s - 1 <= K; ++b)
         if (g[s - 1][b] < kInf && cost(a, b) <= opt) g[s][a] = std::min(g[s][a], cutWeight[b] + g[s - 1][b]);
-  if (g[P][0] == kInf) internalError("partitionMinMaxAnyCost", "no partition meets the optimum it was computed from");
-  out.cutWeight = g[P][0];
-  size_t a = 0;
-  for (size_t s = P; s > 1; --s) {
-    size_t at = 0;
-    for (size_t b = a + 1; b + s - 1 <= K; ++b)
-      if (g[s - 1][b] < kInf && cost(a, b) <= opt && cutWeight[b] + g[s - 1][b] == g[s][a]) {
-        at = b;
-        break;
-      }
-    if (at == 0) internalError("partitionMinMaxAnyCost", "lost the optimal cut while reading it back");
-    out.cuts.push_back(at);
-    a = at;
-  }
+  readCuts(out, K, P, [&](size_t a, size_t b) { return cost(a, b) <= opt; }, cutWeight, g, "partitionMinMaxAnyCost");
   return out;
 }
 
