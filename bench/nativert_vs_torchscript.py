@@ -32,11 +32,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     util.add_model_args(ap, layers=8, hidden=128, seq=32, mb_size=4, microbatches=8)
     ap.add_argument("--stages", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--pipecut", default=util.DEFAULT_PIPECUT)
-    ap.add_argument("--runner", default=util.DEFAULT_RUNNER)
-    ap.add_argument("--keep", metavar="DIR")
+    util.add_run_args(ap)
     a = ap.parse_args()
     print(util.describe_model(a))
     print(f"{a.stages} stages in one process, 1 intra-op thread per stage, GPipe, M={a.microbatches}; "

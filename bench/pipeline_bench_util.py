@@ -125,6 +125,30 @@ def boundary_summary(manifest):
     return " | ".join(parts)
 
 
+def add_run_args(ap, repeat=5, iterations=10):
+    """The options every pipecut-run bench takes: repeats, measured passes, binaries, a kept work dir."""
+    ap.add_argument("--repeat", type=int, default=repeat)
+    ap.add_argument("--iterations", type=int, default=iterations)
+    ap.add_argument("--pipecut", default=DEFAULT_PIPECUT)
+    ap.add_argument("--runner", default=DEFAULT_RUNNER)
+    ap.add_argument("--keep", metavar="DIR")
+
+
+def launcher_env(threads):
+    """The environment for torchrun launches of both sides: no rendezvous variables inherited from a
+    surrounding launch, `threads` intra-op threads, Gloo on loopback, scripts/ and bench/ importable."""
+    env = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["MKL_NUM_THREADS"] = str(threads)
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO_ROOT, "scripts"), BENCH_DIR] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -359,15 +359,7 @@ def main():
     if a.steps < 1 or a.warmup < 1:
         raise SystemExit("--steps and --warmup must be at least 1 (the first step is warm-up on both sides)")
 
-    env = dict(os.environ)
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(k, None)
-    env["OMP_NUM_THREADS"] = str(a.threads)
-    env["MKL_NUM_THREADS"] = str(a.threads)
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(U.REPO_ROOT, "scripts"), U.BENCH_DIR] +
-                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env = U.launcher_env(a.threads)
 
     import torch
     import torch.nn as nn
