@@ -524,7 +524,7 @@ jit::Module buildModule(Emitter& emitter, const std::string& className) {
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
     throw Error(ErrorKind::InvalidInput, "", emitter.where().empty() ? className : emitter.where(),
-                "TorchScript rejects it: " + msg.substr(0, msg.find('\n')));
+                "TorchScript rejects it: " + firstLine(msg));
   }
 }
 
@@ -540,7 +540,7 @@ void writeTorchScript(const pt2::Package& stage, const std::string& className,
     jit::ExportModule(m, sink);
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
-    internalError("saving " + className, msg.substr(0, msg.find('\n')));
+    internalError("saving " + className, firstLine(msg));
   }
 }
 

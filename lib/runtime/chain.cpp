@@ -5,6 +5,7 @@
 #include "manifest/manifest.h"
 #include "runtime/compare.h"
 #include "runtime/reference.h"
+#include "runtime/stage_program.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
@@ -22,9 +23,11 @@ std::vector<at::Tensor> runChain(const std::string& dir, const std::vector<at::T
   std::vector<std::vector<at::Tensor>> results(m.stages.size());
   for (const Stage& st : m.stages) {
     const StageFile* file = nullptr;
-    for (const auto& f : st.files)
-      if (f.format == "torchscript") file = &f;
-    if (!file) throw Error(ErrorKind::InvalidInput, dir, "stage " + std::to_string(st.index), "no TorchScript file");
+    try {
+      file = &stageFileOf(st, StageFormat::TorchScript);
+    } catch (const Error& e) {
+      e.rethrowWithFile(dir);
+    }
     torch::jit::Module mod = torch::jit::load(dir + "/" + file->path, device);
     mod.eval();
     std::vector<c10::IValue> args;

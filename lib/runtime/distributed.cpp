@@ -31,8 +31,6 @@ int envInt(const char* name, int fallback) {
   }
 }
 
-std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 // Gloo's messages start with a source location in brackets; drop it.
 std::string plainMessage(const std::exception& e) {
   const auto* c10e = dynamic_cast<const c10::Error*>(&e);
@@ -133,8 +131,6 @@ void DistContext::releaseIssuer() {
   issuer_.reset();
 }
 
-// Gloo matches a receive to a send by (source, tag); NCCL by issue order only.
-// The strict mode gives every message tag 0 so that Gloo matches as NCCL does.
 DistContext::Shape DistContext::shapeOf(const TensorSpec& spec) {
   Shape s;
   auto dtype = scalarTypeFromName(spec.dtype);
@@ -147,6 +143,8 @@ DistContext::Shape DistContext::shapeOf(const TensorSpec& spec) {
   return s;
 }
 
+// Gloo matches a receive to a send by (source, tag); NCCL by issue order only.
+// The strict mode gives every message tag 0 so that Gloo matches as NCCL does.
 int DistContext::wireTag(int tag, bool header) const { return strict_ ? 0 : tag * 2 + (header ? 0 : 1); }
 
 void DistContext::send(const at::Tensor& t, int dst, int tag, const Shape& shape) {

@@ -31,6 +31,10 @@
 
 #include "support/error.h"
 
+namespace pipecut {
+struct TensorSpec;  // manifest/manifest.h
+}
+
 namespace pipecut::runtime {
 
 // A peer failed, vanished or stayed silent past the timeout: the error a rank
@@ -58,12 +62,6 @@ struct DistEnv {
   std::string attempt = "0"; // TORCHELASTIC_RESTART_COUNT
   static DistEnv fromEnvironment();
 };
-
-}  // namespace pipecut::runtime
-namespace pipecut {
-struct TensorSpec;
-}
-namespace pipecut::runtime {
 
 class DistContext {
  public:

@@ -56,11 +56,11 @@ std::vector<at::Tensor> loadInputs(const std::string& path, const Manifest& m) {
       v = torch::jit::pickle_load(bytes);
     } catch (const c10::Error& e) {
       std::string msg = e.what_without_backtrace();
-      throw Error(ErrorKind::InvalidInput, path, "", "not a torch.save file: " + msg.substr(0, msg.find('\n')));
+      throw Error(ErrorKind::InvalidInput, path, "", "not a torch.save file: " + firstLine(msg));
     } catch (const std::exception& e) {
       // The unpickler also throws plain std:: errors on some malformed streams.
       std::string msg = e.what();
-      throw Error(ErrorKind::InvalidInput, path, "", "not a torch.save file: " + msg.substr(0, msg.find('\n')));
+      throw Error(ErrorKind::InvalidInput, path, "", "not a torch.save file: " + firstLine(msg));
     }
     if (v.isGenericDict()) {
       // Keyed by input name: put them in manifest order.

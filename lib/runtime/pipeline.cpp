@@ -49,8 +49,6 @@ double msBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 class Engine {
  public:
   Engine(const RunOptions& o, Manifest m) : o_(o), m_(std::move(m)), P_(m_.stages.size()) {}

@@ -6,10 +6,6 @@
 
 namespace pipecut::runtime {
 
-namespace {
-std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
-}  // namespace
-
 const StageFile& stageFileOf(const Stage& st, StageFormat f) {
   for (const auto& file : st.files)
     if (file.format == stageFormatName(f)) return file;

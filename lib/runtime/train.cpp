@@ -33,6 +33,7 @@
 #include "runtime/placement.h"
 #include "runtime/rank_exit.h"
 #include "runtime/reference.h"
+#include "runtime/stage_program.h"
 #include "runtime/train_checkpoint.h"
 #include "runtime/trace.h"
 #include "runtime/train_state.h"
@@ -48,7 +49,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double msBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
-std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // One stage as a worker trains it.
 struct StageState {
@@ -181,11 +181,7 @@ class Trainer {
     for (uint32_t s = 0; s < P_; ++s) {
       if (!isLocalStage(s)) continue;
       const Stage& info = m_.stages[s];
-      const StageFile* file = nullptr;
-      for (const auto& f : info.files)
-        if (f.format == "torchscript") file = &f;
-      if (!file) invalidInput("stage " + std::to_string(s), "has no TorchScript (.pt) file; split with --format torchscript");
-      std::string path = o_.run.dir + "/" + file->path;
+      std::string path = o_.run.dir + "/" + stageFileOf(info, StageFormat::TorchScript).path;
       auto st = std::make_unique<StageState>();
       st->info = &info;
       st->device = devices_[s];

@@ -43,6 +43,9 @@ class Error : public std::runtime_error {
   std::string file_, where_, message_;
 };
 
+// The first line of a message: LibTorch's errors go on with a backtrace.
+inline std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 [[noreturn]] inline void invalidInput(const std::string& where, const std::string& message) {
   throw Error(ErrorKind::InvalidInput, "", where, message);
 }
