@@ -60,6 +60,12 @@ if [[ $backend == gloo ]]; then
     launch 2 "$splits/$model.4" "$mb4" "$(whole "$model" 4 "$mb4")" 4 --stage-format pt2
   done
   launch 4 "$splits/llama_tiny.4.inlined" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --stage-format pt2 --schedule 1f1b
+  # Dynamic batch and sequence (and a size carried as a 0-d tensor), at sizes
+  # other than the exported ones.
+  mb4=$models/llama_dynamic.mb4.ref.safetensors
+  launch 4 "$splits/llama_dynamic.4.inlined" "$mb4" "$(whole llama_dynamic 4 "$mb4")" 4 --stage-format pt2
+  mb4=$models/dynamic_flatten.mb4.ref.safetensors
+  launch 2 "$splits/dynamic_flatten.2" "$mb4" "$(whole dynamic_flatten 4 "$mb4")" 4 --stage-format pt2
 fi
 echo "run_distributed ($backend): $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -28,14 +28,36 @@ done
 # The .pt2 stages through NativeRT (--stage-format pt2): bit for bit what the
 # unsplit TorchScript program gives, for every fixture whose stages NativeRT
 # loads; the others are refused naming the file and the op it does not know.
-for model in mlp cnn_bn skip multi_io dynamic_batch gpt2_tied llama_tiny_decomp; do
-  for n in 2 4; do
-    expect 0 "$model.$n pt2 M=1" -- "$run" "$splits/$model.$n" --stage-format pt2 --inputs "$models/$model.ref.safetensors" \
-      --check "$out/$model.whole.mb1.safetensors" --exact -q
-    expect 0 "$model.$n pt2 M=4" -- "$run" "$splits/$model.$n" --stage-format pt2 -m 4 --schedule 1f1b \
-      --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
-  done
+# The dynamic Llama's splits with no_grad inlined (test_split) run at batch 3
+# and sequence 5, exported at 2 x 8.
+pt2_splits=(dynamic_flatten.2 llama_dynamic.2.inlined llama_dynamic.4.inlined)
+for model in mlp cnn_bn skip multi_io dynamic_batch gpt2_tied llama_tiny_decomp; do pt2_splits+=("$model.2" "$model.4"); done
+for name in "${pt2_splits[@]}"; do
+  model=${name%%.*}
+  expect 0 "$name pt2 M=1" -- "$run" "$splits/$name" --stage-format pt2 --inputs "$models/$model.ref.safetensors" \
+    --check "$out/$model.whole.mb1.safetensors" --exact -q
+  expect 0 "$name pt2 M=4" -- "$run" "$splits/$name" --stage-format pt2 -m 4 --schedule 1f1b \
+    --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
 done
+# Dynamic sizes outside the exported range are refused before any stage runs
+# (batch 3 in 3 micro-batches of 1; export assumed a batch of at least 2).
+expect 2 "below a symbol's minimum" -- "$run" "$splits/llama_dynamic.2" -m 3 --inputs "$models/llama_dynamic.ref.safetensors" -q
+contains "below minimum message" "input 'input_ids': micro-batch shape [1, 5]: dimension 0 is 1, below the exported minimum 2 of s"
+# What a stage receives is checked against the manifest: a manifest that
+# says the hidden state is one wider than it is fails naming the stage input.
+rm -rf "$out/llama_dynamic.2.wider" && cp -r "$splits/llama_dynamic.2" "$out/llama_dynamic.2.wider" && rm -f "$out/llama_dynamic.2.wider/manifest.pb"
+"$py" - "$out/llama_dynamic.2.wider/manifest.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+m = json.load(open(path))
+out = next(o for o in m["stages"][0]["outputs"] if len(o["tensor"]["shape"]) == 3)
+for o in [out] + [i for i in m["stages"][1]["inputs"] if i["name"] == out["name"]]:
+    o["tensor"]["shape"][2]["size"] = str(int(o["tensor"]["shape"][2]["size"]) + 1)
+json.dump(m, open(path, "w"))
+PY
+expect 2 "stage input shape" -- "$run" "$out/llama_dynamic.2.wider" --inputs "$models/llama_dynamic.ref.safetensors" -q
+contains "stage input shape message" "stage 1 input '"
+contains "stage input shape detail" ": shape [3, 5, 32]: dimension 2 is 32, the program takes 33"
 # Llama's no_grad region inlined into its .pt2 stages (split --inline-grad-regions, by test_split).
 expect 0 "llama_tiny.4 inlined pt2 M=4" -- "$run" "$splits/llama_tiny.4.inlined" --stage-format pt2 -m 4 \
   --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.mb4.safetensors" --exact -q

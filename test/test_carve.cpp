@@ -1,4 +1,4 @@
-// Carving's refusals, on small hand-built programs (no fixture produces them).
+// Carving on small hand-built programs: its refusals, and what no fixture isolates.
 #include <catch2/catch.hpp>
 
 #include "partition/carve.h"
@@ -63,7 +63,7 @@ TEST_CASE("training outputs cannot be pipelined", "[carve]") {
                                         Catch::Contains("cannot be pipelined"));
 }
 
-TEST_CASE("a symbolic value may not cross a stage boundary", "[carve]") {
+TEST_CASE("a symbolic value crossing a boundary travels as a 0-d tensor when no input has it as a size", "[carve]") {
   Json size{{"target", "torch.ops.aten.sym_size.int"},
             {"inputs", Json::array({Json{{"name", "self"}, {"arg", {{"as_tensor", {{"name", "x"}}}}}, {"kind", 1}},
                                     Json{{"name", "dim"}, {"arg", {{"as_int", 0}}}, {"kind", 1}}})},
@@ -75,7 +75,35 @@ TEST_CASE("a symbolic value may not cross a stage boundary", "[carve]") {
                                          {"kind", 1}}})},
             {"outputs", Json::array({Json{{"as_tensor", {{"name", "out"}}}}})},
             {"metadata", Json::object()}, {"is_hop_single_tensor_return", nullptr}, {"name", "out"}};
-  Json j = test::programJson(Json::array({size, view}));
-  CHECK_THAT(carveError(j, {0, 1}), Catch::Contains("symbolic value 'sz' (SymInt) would cross a stage boundary"));
-  CHECK(carveError(j, {0, 0}).empty());
+  pt2::Package pkg;
+  pkg.program = pt2::parseProgram(test::programJson(Json::array({size, view})));
+  partition::Assignment a;
+  a.numStages = 2;
+  a.stageOf = {0, 1};
+  partition::CarveOptions o;
+  o.recompute = false;
+  partition::Carving c = partition::carve(pkg, a, o);
+  // `sz` has no symbol to read back from a shape: stage 0 sends it as int64 [].
+  const Stage& producer = c.manifest.stages.at(0);
+  const Stage& consumer = c.manifest.stages.at(1);
+  REQUIRE(producer.outputs.size() == 1);
+  CHECK(producer.outputs[0].name == "sz_carrier");
+  CHECK(producer.outputs[0].tensor.dtype == "int64");
+  CHECK(producer.outputs[0].tensor.shape.empty());
+  REQUIRE(producer.outputs[0].consumers.size() == 1);
+  CHECK(producer.outputs[0].consumers[0].stage == 1);
+  bool received = false;
+  for (const auto& in : consumer.inputs)
+    received |= in.name == "sz_carrier" && in.source.kind == ValueSource::Kind::StageOutput && in.source.stage == 0;
+  CHECK(received);
+  // Stage 0 ends making the carrier; stage 1 starts turning it back into the
+  // SymInt its view reads, under the original name.
+  const auto& nodes0 = c.stages.at(0).package.program.graph.nodes;
+  const auto& nodes1 = c.stages.at(1).package.program.graph.nodes;
+  REQUIRE(!nodes0.empty());
+  REQUIRE(!nodes1.empty());
+  CHECK(nodes0.back()->target == "torch.ops.aten.scalar_tensor.default");
+  CHECK(nodes1.front()->target == "torch.ops.aten.item.default");
+  CHECK(nodes1.front()->outputs.at(0).value()->name == "sz");
+  CHECK(carveError(test::programJson(Json::array({size, view})), {0, 0}).empty());
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "manifest/manifest.h"
+#include "manifest/shapes.h"
 #include "support/sha256.h"
 #include "support/error.h"
 #include "support/parallel.h"
@@ -59,12 +60,15 @@ static bool operator==(const UserValue& a, const UserValue& b) {
 static bool operator==(const TiedGroup& a, const TiedGroup& b) {
   return a.names == b.names && a.stages == b.stages;
 }
+static bool operator==(const pipecut::SymbolRange& a, const pipecut::SymbolRange& b) {
+  return a.symbol == b.symbol && a.min == b.min && a.max == b.max;
+}
 static bool operator==(const Manifest& a, const Manifest& b) {
   return a.formatVersion == b.formatVersion && a.sourceModel == b.sourceModel && a.sourceSha256 == b.sourceSha256 &&
          a.torchVersion == b.torchVersion && a.schemaVersion == b.schemaVersion &&
          a.pipecutVersion == b.pipecutVersion && a.splitSpec == b.splitSpec && a.inputs == b.inputs &&
          a.outputs == b.outputs && a.inSpec == b.inSpec && a.outSpec == b.outSpec && a.stages == b.stages &&
-         a.tiedGroups == b.tiedGroups;
+         a.tiedGroups == b.tiedGroups && a.symbols == b.symbols;
 }
 }  // namespace pipecut
 
@@ -172,6 +176,7 @@ Manifest fullManifest() {
   m.stages = {s0, s1};
 
   m.tiedGroups.push_back({{"embed.weight", "lm_head.weight"}, {0, 1}});
+  m.symbols = {{"s70", 2, std::nullopt}, {"s77", 1, 64}};
   return m;
 }
 
@@ -279,6 +284,60 @@ TEST_CASE("manifest serialization is deterministic", "[manifest]") {
   CHECK(pipecut::manifestToBinary(m) == pipecut::manifestToBinary(m));
   CHECK(pipecut::manifestToBinary(m) == pipecut::manifestToBinary(fullManifest()));
   CHECK(pipecut::manifestToJson(m) == pipecut::manifestToJson(fullManifest()));
+}
+
+TEST_CASE("symbol ranges: sorted, unique, min <= max", "[manifest]") {
+  auto whereOf = [](const Manifest& m) {
+    return expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"); }).where();
+  };
+  Manifest m = fullManifest();
+  std::swap(m.symbols[0], m.symbols[1]);
+  CHECK(whereOf(m) == "symbols[1].symbol");
+  m = fullManifest();
+  m.symbols[1].symbol = "s70";
+  CHECK(whereOf(m) == "symbols[1].symbol");
+  m = fullManifest();
+  m.symbols[1].max = 0;
+  CHECK(whereOf(m) == "symbols[1].max");
+  m = fullManifest();
+  m.symbols[0].symbol.clear();
+  CHECK(whereOf(m) == "symbols[0].symbol");
+}
+
+TEST_CASE("ShapeBinder: static sizes, exported ranges, one size per symbol", "[manifest]") {
+  auto spec = [](std::vector<std::string> dims) {
+    pipecut::TensorSpec t{"float32", {}};
+    for (const auto& d : dims) {
+      pipecut::DimSpec s;
+      if (!d.empty() && d[0] == 's') s.symbol = d;
+      else s.size = std::stoll(d);
+      t.shape.push_back(s);
+    }
+    return t;
+  };
+  std::vector<pipecut::SymbolRange> ranges{{"s72", 2, std::nullopt}, {"s70", 1, 16}};
+  pipecut::ShapeBinder b(ranges);
+  std::vector<int64_t> ids{3, 5}, hidden{3, 5, 32};
+  CHECK(b.bind("input_ids", spec({"s72", "s70"}), ids).empty());
+  CHECK(b.bind("hidden", spec({"s72", "s70", "32"}), hidden).empty());
+  std::vector<int64_t> other{4, 5, 32};
+  CHECK(b.bind("h2", spec({"s72", "s70", "32"}), other) ==
+        "dimension 0 is 4, but dimension 0 of 'input_ids' is 3 and the program has both as s72");
+  std::vector<int64_t> wide{3, 5, 33};
+  CHECK(b.bind("h3", spec({"s72", "s70", "32"}), wide) == "dimension 2 is 33, the program takes 32");
+  std::vector<int64_t> flat{15};
+  CHECK(b.bind("h4", spec({"s72", "s70"}), flat) == "has 1 dimensions, the program takes 2");
+  b.reset();  // the next micro-batch binds afresh
+  std::vector<int64_t> one{1, 5};
+  CHECK(b.bind("input_ids", spec({"s72", "s70"}), one) == "dimension 0 is 1, below the exported minimum 2 of s72");
+  std::vector<int64_t> longSeq{2, 17};
+  CHECK(b.bind("input_ids", spec({"s72", "s70"}), longSeq) == "dimension 1 is 17, above the exported maximum 16 of s70");
+  // A symbol without a range (a size expression) is checked for consistency only.
+  b.reset();
+  std::vector<int64_t> a{0}, c{0}, d{7};
+  CHECK(b.bind("x", spec({"s1*s2"}), a).empty());
+  CHECK(b.bind("y", spec({"s1*s2"}), c).empty());
+  CHECK_FALSE(b.bind("z", spec({"s1*s2"}), d).empty());
 }
 
 TEST_CASE("malformed manifests are rejected naming the file and field", "[manifest]") {

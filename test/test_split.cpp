@@ -382,3 +382,59 @@ TEST_CASE("an enabled autocast region: TorchScript refuses it by name, the .pt2 
   r = test::runPipecut("split " + test::fixture("autocast_bf16") + " --spec " + spec + " -o " + whole + " --format pt2");
   REQUIRE(r.exitCode == 0);
 }
+
+TEST_CASE("symbolic sizes cross a cut: read back from a received tensor's shape, else carried as a 0-d tensor",
+          "[split]") {
+  // Dim.AUTO batch and sequence: the later stages read both sizes off tensors
+  // they receive anyway; nothing but tensors with sizes travels.
+  Manifest llama = split("llama_dynamic.4");
+  REQUIRE(llama.symbols.size() == 2);
+  for (const auto& r : llama.symbols) {
+    INFO(r.symbol);
+    CHECK(r.min == 2);  // export specializes 0 and 1
+    CHECK_FALSE(r.max.has_value());
+  }
+  for (size_t s = 1; s < llama.stages.size(); ++s) {
+    const Stage& st = llama.stages[s];
+    INFO("stage " << s);
+    for (const auto& in : st.inputs) {
+      INFO(in.name);
+      CHECK_FALSE(in.tensor.shape.empty());  // no carrier
+    }
+  }
+  bool rederived = false;
+  for (const auto& r : llama.stages[1].recomputed) rederived |= r.rfind("sym_size_int", 0) == 0;
+  CHECK(rederived);
+  bool symbolicHidden = false;
+  for (const auto& in : llama.stages[3].inputs)
+    symbolicHidden |= in.tensor.shape.size() == 3 && in.tensor.shape[0].symbol == llama.inputs[0].tensor.shape[0].symbol &&
+                      in.tensor.shape[1].symbol == llama.inputs[0].tensor.shape[1].symbol;
+  CHECK(symbolicHidden);
+
+  // [batch*16] crosses: the batch size itself travels, as int64 [].
+  Manifest flat = split("dynamic_flatten.2");
+  const StageInput* carrier = nullptr;
+  for (const auto& in : flat.stages.at(1).inputs)
+    if (in.name.size() > 8 && in.name.substr(in.name.size() - 8) == "_carrier") carrier = &in;
+  REQUIRE(carrier);
+  CHECK(carrier->tensor.dtype == "int64");
+  CHECK(carrier->tensor.shape.empty());
+  CHECK(carrier->source.kind == ValueSource::Kind::StageOutput);
+  CHECK(carrier->source.stage == 0);
+  // Both at sizes other than the exported ones: the references are at batch 3
+  // (and sequence 5 for the Llama; exported at 2 x 8).
+  checkSplitChain(splitDir("llama_dynamic.4"), "llama_dynamic");
+  checkSplitChain(splitDir("dynamic_flatten.2"), "dynamic_flatten");
+
+  // The .pt2 stages NativeRT runs (run_pipeline, run_distributed): no_grad
+  // regions inlined. Stages 1 and 2 hold no region at all, which the inlining
+  // pass must leave whole.
+  for (const char* spec : {"llama_dynamic.2", "llama_dynamic.4"}) {
+    std::string out = test::outPath(std::string("splits/") + spec + ".inlined");
+    auto r = test::runPipecut("split " + test::fixture("llama_dynamic") + " --spec " + specPath(spec) + " -o " + out +
+                              " --inline-grad-regions -q");
+    INFO(r.output);
+    REQUIRE(r.exitCode == 0);
+    CHECK(test::runPipecut("verify " + out).exitCode == 0);
+  }
+}

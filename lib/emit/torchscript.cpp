@@ -264,6 +264,7 @@ class Emitter final : public BodyEmitter {
     if (ns == "aten" && op == "sym_size" && overload == "int") return emitOperator(n, "aten::size", "int");
     if (ns == "aten" && op == "sym_stride" && overload == "int") return emitOperator(n, "aten::stride", "int");
     if (ns == "aten" && op == "sym_numel") return emitOperator(n, "aten::numel", "");
+    if (ns == "aten" && op == "item" && emitScalarOfTensor(n)) return;
     emitOperator(n, ns + "::" + op, overload == "default" ? "" : overload);
   }
 
@@ -301,8 +302,35 @@ class Emitter final : public BodyEmitter {
     bindOutputs(n, jn->outputs().vec());
   }
 
+  // item() whose result the program uses as a SymInt, SymFloat or SymBool
+  // (a symbolic value carried across a boundary, partition/symbolic.h).
+  // TorchScript's aten::item returns a generic Scalar, which int, float and
+  // bool arguments do not accept: convert with the typed cast instead, which
+  // reads the same element.
+  bool emitScalarOfTensor(const ir::Node& n) {
+    if (n.outputs.size() != 1 || !n.outputs[0].value() || n.inputs.size() != 1) return false;
+    const char* cast = nullptr;
+    switch (n.outputs[0].value()->kind) {
+      case ir::ValueKind::SymInt: cast = "aten::Int"; break;
+      case ir::ValueKind::SymFloat: cast = "aten::Float"; break;
+      case ir::ValueKind::SymBool: cast = "aten::Bool"; break;
+      default: return false;
+    }
+    jit::Value* t = convert(n.inputs[0].arg, c10::TensorType::get(), n.inputs[0].name);
+    bindOutputs(n, {graph_->insert(c10::Symbol::fromQualString(cast), {t})});
+    return true;
+  }
+
+  // A number where the schema takes a Tensor: a literal, or a symbolic scalar
+  // (which torch wraps the same way).
   static bool isNumberLiteral(const ir::Argument& a) {
-    return a.tag == ir::ArgTag::Int || a.tag == ir::ArgTag::Float || a.tag == ir::ArgTag::Bool;
+    switch (a.tag) {
+      case ir::ArgTag::Int: case ir::ArgTag::Float: case ir::ArgTag::Bool:
+      case ir::ArgTag::SymInt: case ir::ArgTag::SymFloat: case ir::ArgTag::SymBool:
+        return true;
+      default:
+        return false;
+    }
   }
 
   // torch calls like aten.add.Tensor(x, 1) wrap the number as a "wrapped

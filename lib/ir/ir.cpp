@@ -342,7 +342,10 @@ std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text) 
       parts.push_back(cur);
     }
     if (parts.size() != 3) return std::nullopt;
-    frames.push_back(ModuleFrame{parts[0], parts[1], parts[2]});
+    // torch's runtime-assert pass marks the nodes it adds (sym_size of the
+    // inputs of a dynamic-shape program) with this placeholder frame: they
+    // belong to no module, and no spec can name it.
+    if (parts[0] != "_empty_nn_module_stack_from_metadata_hook") frames.push_back(ModuleFrame{parts[0], parts[1], parts[2]});
     if (end == text.size()) break;
     start = end + 1;
   }

@@ -98,6 +98,13 @@ struct TiedGroup {
   std::vector<uint32_t> stages;       // stages holding a copy
 };
 
+// The sizes a symbolic dimension may take (proto SymbolRange).
+struct SymbolRange {
+  std::string symbol;
+  int64_t min = 0;
+  std::optional<int64_t> max;         // nullopt: unbounded
+};
+
 struct Manifest {
   uint32_t formatVersion = kManifestFormatVersion;
   std::string sourceModel;            // file name as given
@@ -111,6 +118,7 @@ struct Manifest {
   std::string inSpec, outSpec;        // pytree specs of the source program, verbatim
   std::vector<Stage> stages;
   std::vector<TiedGroup> tiedGroups;
+  std::vector<SymbolRange> symbols;   // sorted by symbol
 };
 
 // I/O. Errors throw pipecut::Error naming the file and field.

@@ -133,6 +133,12 @@ pb::Manifest toProto(const Manifest& m) {
     for (const std::string& n : g.names) group->add_names(n);
     for (uint32_t s : g.stages) group->add_stages(s);
   }
+  for (const SymbolRange& r : m.symbols) {
+    pb::SymbolRange* range = out.add_symbols();
+    range->set_symbol(r.symbol);
+    range->set_min(r.min);
+    if (r.max) range->set_max(*r.max);
+  }
   return out;
 }
 
@@ -323,6 +329,16 @@ Manifest fromProto(const pb::Manifest& p) {
     group.names.assign(g.names().begin(), g.names().end());
     group.stages.assign(g.stages().begin(), g.stages().end());
     m.tiedGroups.push_back(std::move(group));
+  }
+  for (int i = 0; i < p.symbols_size(); ++i) {
+    const pb::SymbolRange& r = p.symbols(i);
+    std::string at = indexed("", "symbols", i);
+    if (r.symbol().empty()) invalidInput(at + ".symbol", "empty symbol");
+    if (i > 0 && !(p.symbols(i - 1).symbol() < r.symbol()))
+      invalidInput(at + ".symbol", "'" + r.symbol() + "' is out of order or repeated (symbols are sorted by name)");
+    if (r.has_max() && r.max() < r.min())
+      invalidInput(at + ".max", std::to_string(r.max()) + " is below min " + std::to_string(r.min()));
+    m.symbols.push_back(SymbolRange{r.symbol(), r.min(), r.has_max() ? std::optional<int64_t>(r.max()) : std::nullopt});
   }
   return m;
 }

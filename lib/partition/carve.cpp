@@ -9,6 +9,7 @@
 #include "ir/clone.h"
 #include "ir/module_tree.h"
 #include "ir/schedule.h"
+#include "partition/symbolic.h"
 #include "passes/pass_manager.h"
 #include "support/error.h"
 
@@ -34,14 +35,16 @@ TensorSpec tensorSpecOf(const Value& v) {
 }
 
 // Dimension 0 is taken to be the batch: bytes per batch element. A rank-0
-// tensor counts whole.
+// tensor counts whole. A symbolic dimension counts at the size export traced
+// it with, so a dynamic program is costed at its example sizes.
 uint64_t perSampleBytes(const Value& v) {
   if (!v.meta) return 0;
   const ir::DTypeInfo* d = ir::dtypeInfo(v.meta->dtype);
   uint64_t n = static_cast<uint64_t>(d->itemSize);
   for (size_t i = 1; i < v.meta->sizes.size(); ++i) {
-    if (v.meta->sizes[i].isExpr) return 0;
-    n *= static_cast<uint64_t>(v.meta->sizes[i].value);
+    std::optional<int64_t> size = v.meta->sizes[i].example();
+    if (!size) return 0;
+    n *= static_cast<uint64_t>(std::max<int64_t>(0, *size));
   }
   return n;
 }
@@ -107,6 +110,15 @@ class Carver {
     std::vector<const Value*> inputs;          // boundary inputs, forward() order
     std::vector<const Value*> outputs;         // values sent on, forward() return order
     std::vector<std::pair<const Value*, size_t>> mutations;  // value, output spec index
+    // Symbolic values other stages make (partition/symbolic.h).
+    struct Rederived {
+      const Value* value;
+      const Value* tensor;  // an input of this stage with the symbol as a dimension
+      int64_t dim;
+    };
+    std::vector<Rederived> rederived;
+    std::vector<std::pair<const Value*, const Value*>> carriedIn;   // value, its carrier (an input)
+    std::vector<std::pair<const Value*, const Value*>> carriedOut;  // value made here, its carrier (an output)
   };
 
   void index() {
@@ -122,7 +134,14 @@ class Carver {
     }
   }
 
+  // A carrier stands for the symbolic value it carries.
+  const Value* origin(const Value* v) const {
+    auto it = carried_.find(v);
+    return it == carried_.end() ? v : it->second;
+  }
+
   int homeStage(const Value* v) const {
+    v = origin(v);
     return v->producer ? a_.stageOf[pos(v->producer)] : -1;
   }
 
@@ -130,6 +149,7 @@ class Carver {
   // its index among that node's outputs. Total and stable (never a pointer),
   // so stage inputs and outputs come in the same order on every run.
   std::pair<size_t, size_t> valueOrder(const Value* v) const {
+    v = origin(v);
     size_t index = 0, found = 0;
     for (const auto& out : v->producer->outputs)
       out.forEachValue([&](const Value* o) {
@@ -216,20 +236,16 @@ class Carver {
     std::vector<std::vector<const Value*>> received(stages_.size());
     for (size_t s = 0; s < stages_.size(); ++s) {
       StageData& d = stages_[s];
+      std::vector<const Value*> symbolic;
       for (const Value* v : externals(d.nodes)) {
         if (v->kind == ir::ValueKind::CustomObj || liftedSpec_.count(v)) {
           d.lifted.push_back(v);
         } else if (userInput_.count(v)) {
           d.inputs.push_back(v);
         } else if (v->producer) {
-          if (v->kind != ir::ValueKind::Tensor)
-            invalidInput("stage " + std::to_string(s),
-                         std::string("symbolic value '") + v->name + "' (" + ir::valueKindName(v->kind) +
-                             ") would cross a stage boundary from stage " + std::to_string(homeStage(v)) +
-                             "; move the cut so its producer and users share a stage");
           int home = homeStage(v);
           if (home >= static_cast<int>(s)) internalError("carve", "value '" + v->name + "' flows backward");
-          received[s].push_back(v);
+          (v->kind == ir::ValueKind::Tensor ? received[s] : symbolic).push_back(v);
         } else {
           invalidInput("stage " + std::to_string(s), "value '" + v->name + "' has no source");
         }
@@ -238,6 +254,7 @@ class Carver {
                 [&](const Value* x, const Value* y) { return liftedSpec_.at(x) < liftedSpec_.at(y); });
       std::sort(d.inputs.begin(), d.inputs.end(),
                 [&](const Value* x, const Value* y) { return userInput_.at(x) < userInput_.at(y); });
+      crossSymbolic(s, symbolic, received[s]);
       std::sort(received[s].begin(), received[s].end(), [&](const Value* x, const Value* y) {
         return std::make_pair(homeStage(x), valueOrder(x)) < std::make_pair(homeStage(y), valueOrder(y));
       });
@@ -279,6 +296,48 @@ class Carver {
     }
     for (size_t s = 0; s < stages_.size(); ++s)
       for (const auto& [p, v] : sends[s]) stages_[s].outputs.push_back(v);
+  }
+
+  // Symbolic values stage s uses but another stage makes: read back from a
+  // dimension of a tensor the stage has as an input anyway, or carried as a
+  // 0-d tensor (one carrier per value, shared by every stage that needs it).
+  void crossSymbolic(size_t s, const std::vector<const Value*>& symbolic, std::vector<const Value*>& received) {
+    StageData& d = stages_[s];
+    for (const Value* v : symbolic) {
+      std::optional<std::string> symbol = bareSymbol(*v);
+      const Value* source = nullptr;
+      int64_t dim = 0;
+      if (symbol)
+        for (const auto* list : {&d.inputs, &received})
+          for (const Value* t : *list)
+            if (auto k = dimOfSymbol(*t, *symbol); k && !source) {
+              source = t;
+              dim = *k;
+            }
+      if (source) {
+        d.rederived.push_back({v, source, dim});
+        d.recomputedValues.push_back(v->name);
+        continue;
+      }
+      auto it = carrierOf_.find(v);
+      if (it == carrierOf_.end()) {
+        std::string name = v->name + "_carrier";
+        while (g_.find(name)) name += "_";
+        carriers_.push_back(makeCarrier(*v, name, homeDevice()));
+        it = carrierOf_.emplace(v, carriers_.back().get()).first;
+        carried_[it->second] = v;
+        stages_[static_cast<size_t>(homeStage(v))].carriedOut.emplace_back(v, it->second);
+      }
+      d.carriedIn.emplace_back(v, it->second);
+      received.push_back(it->second);
+    }
+  }
+
+  // Where the program's tensors live: carriers are made there too.
+  ir::Device homeDevice() const {
+    for (const auto& v : g_.values)
+      if (v->meta) return v->meta->device;
+    return ir::Device{};
   }
 
   Manifest manifestSkeleton() const {
@@ -367,12 +426,19 @@ class Carver {
       out.info.inputs.push_back(in);
     }
     size_t nodeCount = 0;
+    // Symbolic values from other stages come first: they are made from inputs only.
+    if (programs) {
+      for (const auto& r : d.rederived) map[r.value] = appendSymSize(sp.graph, map.at(r.tensor), r.dim, *r.value);
+      for (const auto& [v, carrier] : d.carriedIn) map[v] = appendItem(sp.graph, map.at(carrier), *v);
+    }
     for (size_t i : d.nodes) {
       const ir::Node& n = *g_.nodes[i];
       nodeCount += 1;
       for (const ir::Graph* sub : n.subgraphs()) nodeCount += sub->nodeCountRecursive();
       if (programs) ir::cloneNodeInto(n, sp.graph, map);
     }
+    if (programs)
+      for (const auto& [v, carrier] : d.carriedOut) map[carrier] = appendScalarTensor(sp.graph, map.at(v), *carrier);
 
     if (programs)
       for (const auto& [v, k] : d.mutations) {
@@ -509,7 +575,43 @@ class Carver {
   std::vector<size_t> userInputs_;                       // flat index -> input spec index
   std::unordered_map<const Value*, size_t> liftedSpec_;  // value -> input spec index
   std::vector<StageData> stages_;
+  std::vector<std::unique_ptr<Value>> carriers_;              // 0-d tensors carrying symbolic values
+  std::unordered_map<const Value*, const Value*> carrierOf_;  // symbolic value -> its carrier
+  std::unordered_map<const Value*, const Value*> carried_;    // carrier -> the value it carries
 };
+
+}  // namespace
+
+namespace {
+
+// The range of every symbol the manifest's shapes name, from the program's
+// range_constraints. Symbols without one (a size expression like "s72*s70")
+// are checked for consistency only.
+std::vector<SymbolRange> symbolRanges(const Manifest& m, const ir::Json& constraints) {
+  std::set<std::string> named;
+  auto collect = [&](const TensorSpec& t) {
+    for (const auto& d : t.shape)
+      if (!d.symbol.empty()) named.insert(d.symbol);
+  };
+  for (const auto& u : m.inputs) collect(u.tensor);
+  for (const auto& u : m.outputs) collect(u.tensor);
+  for (const auto& st : m.stages) {
+    for (const auto& in : st.inputs) collect(in.tensor);
+    for (const auto& out : st.outputs) collect(out.tensor);
+  }
+  auto bound = [](const ir::Json& r, const char* key) -> std::optional<int64_t> {
+    if (!r.is_object() || !r.contains(key) || !r[key].is_number_integer()) return std::nullopt;
+    if (r[key].is_number_unsigned() && r[key].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return r[key].get<int64_t>();
+  };
+  std::vector<SymbolRange> out;
+  for (const std::string& sym : named) {
+    if (!constraints.is_object() || !constraints.contains(sym)) continue;
+    const ir::Json& r = constraints[sym];
+    out.push_back(SymbolRange{sym, bound(r, "min_val").value_or(0), bound(r, "max_val")});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -546,6 +648,7 @@ Carving carve(const pt2::Package& whole, const Assignment& a, const CarveOptions
           src.output = o;
           c.manifest.outputs[cons.userOutput].source = src;
         }
+  c.manifest.symbols = symbolRanges(c.manifest, p.rangeConstraints);
   return c;
 }
 

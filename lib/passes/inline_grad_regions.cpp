@@ -102,8 +102,9 @@ size_t inlineGradRegions(ir::Program& p) {
     }
     ++inlined;
   }
-  if (!inlined) return 0;
+  // Every node moved to `nodes`, region or not: put them back either way.
   g.nodes = std::move(nodes);
+  if (!inlined) return 0;
   auto rewrite = [&](ir::Ref& r) {
     if (!r.value) return;
     auto it = replaced.find(r.value);

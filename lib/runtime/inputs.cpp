@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "manifest/shapes.h"
 #include "runtime/reference.h"
 #include "support/error.h"
 
@@ -120,6 +121,7 @@ std::vector<std::vector<at::Tensor>> splitMicrobatches(const std::vector<at::Ten
       break;
     }
   std::vector<std::vector<at::Tensor>> mbs(static_cast<size_t>(microbatches));
+  std::vector<ShapeBinder> binders(static_cast<size_t>(microbatches), ShapeBinder(m.symbols));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     bool batched = t.dim() > 0 && t.size(0) == batch;
@@ -143,6 +145,11 @@ std::vector<std::vector<at::Tensor>> splitMicrobatches(const std::vector<at::Ten
                            std::to_string(d) + " is " + std::to_string(spec[d].size) + "); the program was exported for " +
                            "micro-batches of " + std::to_string(spec[0].symbol.empty() ? spec[0].size : 0) +
                            ", so give a batch of that size times --microbatches");
+      // Dynamic dimensions: within the exported ranges, and equal where the
+      // program says they are (one symbol for the batch of every input).
+      std::string wrong = binders[static_cast<size_t>(k)].bind(m.inputs[i].name, m.inputs[i].tensor, {part.sizes().data(), part.sizes().size()});
+      if (!wrong.empty())
+        invalidInput("input '" + m.inputs[i].name + "'", "micro-batch shape " + c10::str(part.sizes()) + ": " + wrong);
       mbs[static_cast<size_t>(k)].push_back(part);
     }
   }

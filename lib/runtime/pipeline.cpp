@@ -25,6 +25,7 @@
 #include <torch/script.h>
 
 #include "manifest/manifest.h"
+#include "manifest/shapes.h"
 #include "manifest/verify.h"
 #include "runtime/comm.h"
 #include "runtime/comm_schedule.h"
@@ -228,6 +229,7 @@ class Engine {
     }
     failed_ = false;
     firstError_.clear();
+    firstInvalid_ = nullptr;
     t0_ = Clock::now();
 
     // One worker per local stage, and in a multi-process run the one thread
@@ -245,6 +247,9 @@ class Engine {
     for (auto& t : threads) t.join();
     finished = true;
     if (progress.joinable()) progress.join();
+    // Bad input found by a stage keeps its kind (exit 2); anything else that
+    // stopped a stage is the pipeline's failure.
+    if (failed_ && firstInvalid_) std::rethrow_exception(firstInvalid_);
     if (failed_) throw Error(ErrorKind::Internal, "", "pipeline", firstError_);
     for (auto& [s, ls] : local_) {
       ls->timer.finish();  // the GPU's last kernels: the run ends when they do
@@ -270,6 +275,12 @@ class Engine {
     } catch (const Aborted&) {
     } catch (const PeerError& e) {
       fail(e.what(), true);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::InvalidInput) {
+        std::lock_guard<std::mutex> lk(errMu_);
+        if (!failed_) firstInvalid_ = std::current_exception();
+      }
+      fail(e.what(), false);
     } catch (const std::exception& e) {
       fail(e.what(), false);
     }
@@ -339,6 +350,7 @@ class Engine {
     if (st.stream) streamGuard.emplace(*st.stream);
     const Stage& info = *st.info;
     const bool gated = info.index == 0;
+    ShapeBinder shapes(m_.symbols);
     for (int64_t g = 0; g < total_; ++g) {
       const auto& chunk = chunks_[static_cast<size_t>(g % o_.microbatches)];
       if (gated) {
@@ -356,8 +368,10 @@ class Engine {
         if (st.stream && p.ready) p.ready->block(*st.stream);
         if (st.stream && p.tensor.is_cuda())
           c10::cuda::CUDACachingAllocator::recordStream(p.tensor.storage().data_ptr(), *st.stream);
+        checkShape(shapes, info, k, p.tensor);
         args.emplace_back(std::move(p.tensor));
       }
+      shapes.reset();
       // No host sync on CUDA: the loop goes on to queue the next micro-batch's
       // copies (on the copy stream) while this one computes.
       st.timer.before(g);
@@ -377,6 +391,17 @@ class Engine {
         for (int e : outEdge_[info.index][o]) route(edges_[static_cast<size_t>(e)], g, t, ready);
       }
     }
+  }
+
+  // What arrives must be what the manifest says flows there: the same static
+  // sizes, and symbolic sizes consistent across the stage's inputs. A stage
+  // given other sizes would fail deep inside an operator, or not at all.
+  static void checkShape(ShapeBinder& shapes, const Stage& info, size_t k, const at::Tensor& t) {
+    const StageInput& in = info.inputs[k];
+    std::string wrong = shapes.bind(in.name, in.tensor, {t.sizes().data(), t.sizes().size()});
+    if (!wrong.empty())
+      throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(info.index) + " input '" + in.name + "'",
+                  "shape " + c10::str(t.sizes()) + ": " + wrong);
   }
 
   void route(const CommEdge& e, int64_t g, const at::Tensor& t, const std::shared_ptr<at::cuda::CUDAEvent>& ready) {
@@ -551,6 +576,7 @@ class Engine {
   std::mutex errMu_;
   bool failed_ = false;
   std::string firstError_;
+  std::exception_ptr firstInvalid_;  // the first failure, when it was bad input
 };
 
 }  // namespace
