@@ -30,7 +30,7 @@ done
 # loads; the others are refused naming the file and the op it does not know.
 # The dynamic Llama's splits with no_grad inlined (test_split) run at batch 3
 # and sequence 5, exported at 2 x 8.
-pt2_splits=(dynamic_flatten.2 llama_dynamic.2.inlined llama_dynamic.4.inlined)
+pt2_splits=(dynamic_flatten.2 llama_dynamic.2.inlined llama_dynamic.4.inlined gpt2_tied_torch27.2 cnn_bn_torch28.2)
 for model in mlp cnn_bn skip multi_io dynamic_batch gpt2_tied llama_tiny_decomp; do pt2_splits+=("$model.2" "$model.4"); done
 for name in "${pt2_splits[@]}"; do
   model=${name%%.*}

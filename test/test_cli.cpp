@@ -133,7 +133,7 @@ TEST_CASE("bad inputs exit 2 with a precise message and write nothing", "[cli]")
                           if (r == "data/weights/model_weights_config.json") r = "data/weights/model.pt";
                           return true;
                         }),
-                 "data/weights/model.pt: weights are a pickled state dict (the torch 2.8 layout)");
+                 "data/weights/model.pt: unreadable torch.save pickle");
 }
 
 TEST_CASE("mistyped fields and inconsistent tensor metadata exit 2 naming the JSON path", "[cli]") {

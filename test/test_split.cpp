@@ -438,3 +438,31 @@ TEST_CASE("symbolic sizes cross a cut: read back from a received tensor's shape,
     CHECK(test::runPipecut("verify " + out).exitCode == 0);
   }
 }
+
+TEST_CASE("older layouts (torch <= 2.7, 2.8) split like the current one, into current-layout stages", "[split]") {
+  // The same programs as gpt2_tied and cnn_bn: the same stage parameters,
+  // the tied pair found through the pickle's shared storage.
+  Manifest old27 = split("gpt2_tied_torch27.2"), now = split("gpt2_tied.2");
+  CHECK(old27.torchVersion == "2.7.0");
+  CHECK(old27.schemaVersion == "8.7");
+  REQUIRE(old27.tiedGroups.size() == 1);
+  CHECK(old27.tiedGroups[0].names == now.tiedGroups.at(0).names);
+  CHECK(old27.tiedGroups[0].stages == now.tiedGroups.at(0).stages);
+  Manifest old28 = split("cnn_bn_torch28.2"), cnn = split("cnn_bn.2");
+  for (const auto& [a, b] : {std::pair{&old27, &now}, std::pair{&old28, &cnn}})
+    for (size_t s = 0; s < a->stages.size(); ++s) {
+      INFO(a->sourceModel << " stage " << s);
+      REQUIRE(a->stages[s].parameters.size() == b->stages.at(s).parameters.size());
+      for (size_t k = 0; k < a->stages[s].parameters.size(); ++k) {
+        CHECK(a->stages[s].parameters[k].name == b->stages[s].parameters[k].name);
+        CHECK(a->stages[s].parameters[k].kind == b->stages[s].parameters[k].kind);
+        CHECK(a->stages[s].parameters[k].bytes == b->stages[s].parameters[k].bytes);
+      }
+    }
+  // What the split writes is the current layout: raw weight records and their config.
+  for (const char* dir : {"gpt2_tied_torch27.2", "cnn_bn_torch28.2"}) {
+    pt2::Package stage = pt2::readPackage(splitDir(dir) + "/stage_000.pt2");
+    CHECK(stage.archive->has("data/weights/model_weights_config.json"));
+    CHECK_FALSE(stage.archive->has("data/weights/model.pt"));
+  }
+}

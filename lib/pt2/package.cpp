@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "pt2/legacy_layout.h"
 #include "pt2/payload_config.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
@@ -84,7 +85,7 @@ std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<cons
 Package readPackage(const std::string& path) {
   Package pkg;
   pkg.path = path;
-  auto archive = ArchiveReader::open(path);
+  std::shared_ptr<const ArchiveReader> archive = upgradeLegacyLayout(ArchiveReader::open(path));
   pkg.archive = archive;
   auto fail = [&](const std::string& where, const std::string& msg) {
     throw Error(ErrorKind::InvalidInput, path, where, msg);
@@ -112,23 +113,15 @@ Package readPackage(const std::string& path) {
     ByteView record = archive->bytes(modelRecord);
     pkg.program = parseProgram(record.str(), archive->readableAfter(record));
   } catch (const Error& e) {
-    throw Error(e.kind(), path, modelRecord + (e.where().empty() ? "" : ": " + e.where()), e.message());
+    throw Error(e.kind(), path, archive->origin(modelRecord) + (e.where().empty() ? "" : ": " + e.where()), e.message());
   }
 
   const std::string& m = pkg.modelName;
   if (archive->has(kWeightsDir + m + "_weights_config.json")) {
     pkg.weights = readPayloadConfig(archive, kWeightsDir, m + "_weights_config.json");
-  } else if (archive->has(kWeightsDir + m + ".pt")) {
-    fail(kWeightsDir + m + ".pt",
-         "weights are a pickled state dict (the torch 2.8 layout), which pipecut does not read; "
-         "re-save the program with torch >= 2.9");
   }
   if (archive->has(kConstantsDir + m + "_constants_config.json")) {
     pkg.constants = readPayloadConfig(archive, kConstantsDir, m + "_constants_config.json");
-  } else if (archive->has(kConstantsDir + m + ".pt")) {
-    fail(kConstantsDir + m + ".pt",
-         "constants are a pickle (the torch 2.8 layout), which pipecut does not read; "
-         "re-save the program with torch >= 2.9");
   }
 
   // Every lifted input must have its payload.
@@ -153,7 +146,7 @@ Package readPackage(const std::string& path) {
         found = true;
     }
     if (!found)
-      fail(modelRecord + ": graph_module.signature",
+      fail(archive->origin(modelRecord) + ": graph_module.signature",
            std::string(ir::inputKindKey(s.kind)) + " '" + s.target + "' has no entry in the " + table + " payload config");
   }
 

@@ -10,6 +10,7 @@
 
 #include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
+#include <zip.h>
 
 #include "support/error.h"
 
@@ -26,6 +27,57 @@ struct ArchiveReader::Impl {
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
 };
 
+namespace {
+
+// A zip whose records sit at its root, which torch's stream reader refuses:
+// the torch <= 2.7 layout. libzip reads it (zip64 and compressed entries
+// included) into memory; such files are converted, not streamed, anyway.
+std::map<std::string, ArchiveReader::MemoryRecord> readRootZip(const std::string& path) {
+  auto fail = [&](const std::string& where, const std::string& msg) {
+    throw Error(ErrorKind::InvalidInput, path, where, msg);
+  };
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  if (!z) {
+    zip_error_t err;
+    zip_error_init_with_code(&err, code);
+    std::string msg = zip_error_strerror(&err);
+    zip_error_fini(&err);
+    fail("", "not a valid zip archive: " + msg);
+  }
+  std::unique_ptr<zip_t, int (*)(zip_t*)> closer(z, zip_close);
+  std::map<std::string, ArchiveReader::MemoryRecord> records;
+  zip_int64_t n = zip_get_num_entries(z, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(z, static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
+        !(st.valid & ZIP_STAT_SIZE))
+      fail("entry " + std::to_string(i), std::string("unreadable: ") + zip_strerror(z));
+    std::string name = st.name;
+    if (!name.empty() && name.back() == '/') continue;  // a directory entry
+    auto bytes = std::make_shared<std::string>(static_cast<size_t>(st.size), '\0');
+    std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z, static_cast<zip_uint64_t>(i), 0), zip_fclose);
+    if (!f) fail(name, std::string("unreadable: ") + zip_strerror(z));
+    zip_int64_t got = zip_fread(f.get(), bytes->data(), st.size);
+    if (got < 0 || static_cast<zip_uint64_t>(got) != st.size)
+      fail(name, "truncated entry (read " + std::to_string(got) + " of " + std::to_string(st.size) + " bytes)");
+    ByteView view{reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()};
+    records[name] = ArchiveReader::MemoryRecord{view, std::move(bytes)};
+  }
+  return records;
+}
+
+}  // namespace
+
+std::shared_ptr<ArchiveReader> ArchiveReader::fromMemory(std::string path, std::map<std::string, MemoryRecord> records) {
+  std::shared_ptr<ArchiveReader> a(new ArchiveReader());
+  a->path_ = std::move(path);
+  for (const auto& [name, r] : records) a->records_.push_back(name);  // std::map: sorted
+  a->memory_ = std::move(records);
+  return a;
+}
+
 std::shared_ptr<ArchiveReader> ArchiveReader::open(const std::string& path) {
   auto fail = [&](const std::string& msg) -> void { throw Error(ErrorKind::InvalidInput, path, "", msg); };
   struct stat st {};
@@ -40,11 +92,7 @@ std::shared_ptr<ArchiveReader> ArchiveReader::open(const std::string& path) {
     a->impl_->reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
-    if (msg.find("not in a subdirectory") != std::string::npos) {
-      fail("zip archive without a top folder: this is the torch <= 2.7 layout "
-           "(serialized_exported_program.json at the root), which pipecut does not read; "
-           "re-save the program with torch >= 2.9");
-    }
+    if (msg.find("not in a subdirectory") != std::string::npos) return fromMemory(path, readRootZip(path));
     fail("not a valid .pt2 zip archive (truncated or not a zip file): " + firstLine(msg));
   }
   auto& r = *a->impl_->reader;
@@ -75,7 +123,13 @@ bool ArchiveReader::has(const std::string& name) const {
   return std::binary_search(records_.begin(), records_.end(), name);
 }
 
+std::string ArchiveReader::origin(const std::string& name) const {
+  auto it = memory_.find(name);
+  return it == memory_.end() || it->second.origin.empty() ? name : it->second.origin;
+}
+
 size_t ArchiveReader::size(const std::string& name) const {
+  if (!impl_) return bytes(name).size;
   try {
     return impl_->reader->getRecordSize(name);
   } catch (const c10::Error& e) {
@@ -85,6 +139,7 @@ size_t ArchiveReader::size(const std::string& name) const {
 
 ByteView ArchiveReader::bytes(const std::string& name) const {
   if (!has(name)) throw Error(ErrorKind::InvalidInput, path_, name, "missing record");
+  if (!impl_) return memory_.at(name).bytes;
   size_t offset = 0, n = 0;
   try {
     offset = impl_->reader->getRecordOffset(name);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,8 +24,18 @@ struct ByteView {
 class ArchiveReader {
  public:
   // Throws pipecut::Error (InvalidInput) for a missing, empty, truncated or
-  // non-zip file, and names the torch <= 2.7 layout when it sees it.
+  // non-zip file. A zip with no top folder (the torch <= 2.7 layout, written
+  // by Python's zipfile) is read whole into memory, its records at the root.
   static std::shared_ptr<ArchiveReader> open(const std::string& path);
+
+  // Records held in memory rather than mapped from the file: what an older
+  // layout converts to (pt2/legacy_layout.h). `owner` keeps `bytes` alive.
+  struct MemoryRecord {
+    ByteView bytes;
+    std::shared_ptr<const void> owner;
+    std::string origin;  // the record of the file it was made from, when renamed or derived
+  };
+  static std::shared_ptr<ArchiveReader> fromMemory(std::string path, std::map<std::string, MemoryRecord> records);
   ~ArchiveReader();
 
   const std::string& path() const { return path_; }
@@ -32,6 +43,9 @@ class ArchiveReader {
   // Record names relative to the top folder, sorted.
   const std::vector<std::string>& records() const { return records_; }
   bool has(const std::string& name) const;
+  // The record of the file `name` stands for, for messages: `name` itself
+  // except in a converted older layout.
+  std::string origin(const std::string& name) const;
   size_t size(const std::string& name) const;
   // Zero-copy: the file is memory-mapped, and records are stored uncompressed.
   ByteView bytes(const std::string& name) const;
@@ -40,6 +54,7 @@ class ArchiveReader {
   // parser that reads ahead in blocks can parse a record in place when the
   // archive goes on after it (the central directory always follows).
   size_t readableAfter(ByteView view) const {
+    if (!map_) return 0;  // a memory-backed record ends its buffer
     return static_cast<size_t>(map_ + mapSize_ - (view.data + view.size));
   }
 
@@ -49,6 +64,7 @@ class ArchiveReader {
   std::unique_ptr<Impl> impl_;
   std::string path_, top_;
   std::vector<std::string> records_;
+  std::map<std::string, MemoryRecord> memory_;  // memory-backed archives only
   const uint8_t* map_ = nullptr;
   size_t mapSize_ = 0;
 };
