@@ -98,6 +98,12 @@ TEST_CASE("every fixture split into 2 and 4 stages chains to the reference outpu
     checkSplitChain(splitDir(spec), modelOf(spec));
     auto v = test::runPipecut("verify " + splitDir(spec));
     CHECK(v.exitCode == 0);
+    // The same split for NativeRT (run_pipeline and run_distributed run its
+    // .pt2 stages): no_grad and disabled-autocast regions inlined.
+    auto r = test::runPipecut("split " + test::fixture(modelOf(spec)) + " --spec " + specPath(spec) + " -o " +
+                              splitDir(spec) + ".inlined --inline-grad-regions -q");
+    INFO(r.output);
+    CHECK(r.exitCode == 0);
   }
 }
 
@@ -426,17 +432,15 @@ TEST_CASE("symbolic sizes cross a cut: read back from a received tensor's shape,
   checkSplitChain(splitDir("llama_dynamic.4"), "llama_dynamic");
   checkSplitChain(splitDir("dynamic_flatten.2"), "dynamic_flatten");
 
-  // The .pt2 stages NativeRT runs (run_pipeline, run_distributed): no_grad
-  // regions inlined. Stages 1 and 2 hold no region at all, which the inlining
-  // pass must leave whole.
-  for (const char* spec : {"llama_dynamic.2", "llama_dynamic.4"}) {
-    std::string out = test::outPath(std::string("splits/") + spec + ".inlined");
-    auto r = test::runPipecut("split " + test::fixture("llama_dynamic") + " --spec " + specPath(spec) + " -o " + out +
-                              " --inline-grad-regions -q");
-    INFO(r.output);
-    REQUIRE(r.exitCode == 0);
-    CHECK(test::runPipecut("verify " + out).exitCode == 0);
-  }
+  // Inlining no_grad regions for NativeRT leaves the stages without any
+  // region (stages 1 and 2) whole, and what it writes verifies.
+  std::string out = test::outPath("splits/llama_dynamic.4.regions_inlined");
+  auto r = test::runPipecut("split " + test::fixture("llama_dynamic") + " --spec " + specPath("llama_dynamic.4") +
+                            " -o " + out + " --inline-grad-regions -q");
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  CHECK(test::runPipecut("verify " + out).exitCode == 0);
+  checkSplitChain(out, "llama_dynamic");
 }
 
 TEST_CASE("older layouts (torch <= 2.7, 2.8) split like the current one, into current-layout stages", "[split]") {

@@ -10,7 +10,22 @@ namespace pipecut::passes {
 
 namespace {
 
-constexpr const char* kRegion = "torch.ops.higher_order.wrap_with_set_grad_enabled";
+constexpr const char* kGradRegion = "torch.ops.higher_order.wrap_with_set_grad_enabled";
+constexpr const char* kAutocastRegion = "torch.ops.higher_order.wrap_with_autocast";
+
+// Where the body graph sits among a region's arguments, or 0 when the node is
+// not a region this pass inlines: a grad region (enable_grad, body,
+// *operands), or a disabled autocast region (device_type, dtype, enabled,
+// cache_enabled, body, *operands). A top-level region that disables autocast
+// runs where autocast is off already (nothing enables it around a stage), so
+// it changes nothing; an enabled one changes dtypes and stays.
+size_t bodyIndex(const ir::Node& n) {
+  if (n.target == kGradRegion) return 1;
+  if (n.target == kAutocastRegion && n.inputs.size() >= 5 && n.inputs[2].arg.tag == ir::ArgTag::Bool &&
+      !n.inputs[2].arg.asBool())
+    return 4;
+  return 0;
+}
 
 // A name the graph does not hold yet.
 std::string freshName(const ir::Graph& g, const std::string& name) {
@@ -55,21 +70,21 @@ size_t inlineGradRegions(ir::Program& p) {
   std::vector<std::unique_ptr<ir::Node>> nodes;
   nodes.reserve(g.nodes.size());
   for (auto& node : g.nodes) {
-    if (node->target != kRegion) {
+    const size_t at = bodyIndex(*node);
+    if (!at) {
       nodes.push_back(std::move(node));
       continue;
     }
-    // (enable_grad, body, *operands)
-    if (node->inputs.size() < 2 || node->inputs[1].arg.tag != ir::ArgTag::Graph || !node->inputs[1].arg.graph)
-      fail(*node, "expected (enable_grad, body, *operands)");
-    const ir::Graph& body = *node->inputs[1].arg.graph;
-    if (node->inputs.size() - 2 != body.inputs.size())
+    if (node->inputs.size() <= at || node->inputs[at].arg.tag != ir::ArgTag::Graph || !node->inputs[at].arg.graph)
+      fail(*node, "expected a body graph at argument " + std::to_string(at));
+    const ir::Graph& body = *node->inputs[at].arg.graph;
+    if (node->inputs.size() - at - 1 != body.inputs.size())
       fail(*node, "the body takes " + std::to_string(body.inputs.size()) + " operands, given " +
-                      std::to_string(node->inputs.size() - 2));
+                      std::to_string(node->inputs.size() - at - 1));
     ir::ValueMap map;
     for (size_t k = 0; k < body.inputs.size(); ++k) {
       const ir::Value* formal = body.inputs[k].value();
-      ir::Value* operand = node->inputs[2 + k].arg.value();
+      ir::Value* operand = node->inputs[at + 1 + k].arg.value();
       if (!formal) continue;
       if (!operand) fail(*node, "operand " + std::to_string(k) + " is not a value");
       auto it = replaced.find(operand);

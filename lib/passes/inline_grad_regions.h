@@ -1,11 +1,13 @@
 #pragma once
-// Inlines every top-level `wrap_with_set_grad_enabled` region of a program:
-// the region's body nodes take the node's place, its operands stand for the
+// Inlines every top-level `wrap_with_set_grad_enabled` region of a program,
+// and every top-level `wrap_with_autocast` region that disables autocast: the
+// region's body nodes take the node's place, its operands stand for the
 // body's inputs and its results for the node's outputs. Under inference (no
-// autograd) the region changes no result, and LibTorch's NativeRT refuses the
-// op ("Unknown higher order op"), so `pipecut split --inline-grad-regions`
-// writes .pt2 stages without them. Training needs the regions: this is for
-// stages that only run forward.
+// autograd, and nothing enabling autocast around a stage) such a region
+// changes no result, and LibTorch's NativeRT refuses both ops ("Unknown
+// higher order op"), so `pipecut split --inline-grad-regions` writes .pt2
+// stages without them. Training needs the grad regions: this is for stages
+// that only run forward. An enabled autocast region changes dtypes and stays.
 #include <cstddef>
 
 #include "ir/ir.h"
