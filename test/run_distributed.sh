@@ -55,11 +55,9 @@ launch 2 "$splits/llama_tiny.4" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --schedu
 # inlined no_grad split on 4 ranks. Gloo only: the message order is the same
 # whichever files run.
 if [[ $backend == gloo ]]; then
-  # Each fixture's most-stages split (NAME.inlined, from test_split), on 2
-  # ranks; not the two programs NativeRT refuses (run_pipeline checks those).
+  # Each fixture's most-stages split (NAME.inlined, from test_split), on 2 ranks.
   for spec in "$src"/testdata/specs/*.json; do
     name=$(basename "$spec" .json); model=${name%.*}
-    [[ $model == control_flow ]] && continue
     [[ $name == *.2 && -f $src/testdata/specs/$model.4.json ]] && continue
     mb4=$models/$model.mb4.ref.safetensors
     launch 2 "$splits/$name.inlined" "$mb4" "$(whole "$model" 4 "$mb4")" 4 --stage-format pt2

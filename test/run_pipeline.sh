@@ -27,12 +27,12 @@ for spec in "$src"/testdata/specs/*.json; do
 done
 # The .pt2 stages through NativeRT (--stage-format pt2): bit for bit what the
 # unsplit TorchScript program gives, for every split, with the no_grad and
-# disabled-autocast regions NativeRT does not know inlined (test_split writes
-# NAME.inlined beside each split). Two programs keep an op NativeRT refuses
-# (map_impl; an enabled autocast region): refused below, naming file and op.
+# disabled-autocast regions NativeRT does not know inlined and maps of static
+# length unrolled (test_split writes NAME.inlined beside each split). An
+# enabled autocast region stays, and NativeRT refuses it: below, naming file
+# and op.
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
-  [[ $model == control_flow ]] && continue
   expect 0 "$name pt2 M=1" -- "$run" "$splits/$name.inlined" --stage-format pt2 --inputs "$models/$model.ref.safetensors" \
     --check "$out/$model.whole.mb1.safetensors" --exact -q
   expect 0 "$name pt2 M=4" -- "$run" "$splits/$name.inlined" --stage-format pt2 -m 4 --schedule 1f1b \

@@ -20,3 +20,6 @@ done
 # .pt2 stages with their no_grad regions inlined (split --inline-grad-regions) load and chain too.
 "$py" "$src/scripts/check_stages.py" "$splits/llama_tiny.4.inlined" "$splits/llama_tiny.whole" \
   "$src/testdata/models/llama_tiny.ref.safetensors" --format pt2
+# A map unrolled for NativeRT (split --inline-grad-regions) is still a program torch loads and runs.
+"$py" "$src/scripts/check_stages.py" "$splits/control_flow.4.inlined" "$splits/control_flow.whole" \
+  "$src/testdata/models/control_flow.ref.safetensors" --format pt2

@@ -5,6 +5,7 @@
 
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
+#include "passes/unroll_map.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
 #include "test_util.h"
@@ -217,4 +218,58 @@ TEST_CASE("module-affinity scheduling picks what the quadratic definition picks"
     INFO("trial " << trial);
     CHECK(ir::listSchedule(p.graph, *fast, nullptr) == ir::listSchedule(p.graph, ref, nullptr));
   }
+}
+
+TEST_CASE("a map of static length unrolls into select, the body per slice, and stack; others stay", "[passes]") {
+  auto meta = [](Json sizes, Json strides) {
+    return Json{{"dtype", 7}, {"sizes", sizes}, {"requires_grad", false}, {"device", {{"type", "cpu"}, {"index", nullptr}}},
+                {"strides", strides}, {"storage_offset", {{"as_int", 0}}}, {"layout", 7}};
+  };
+  auto program = [&](Json lengthDim) {
+    Json row = meta(Json::array({Json{{"as_int", 4}}}), Json::array({Json{{"as_int", 1}}}));
+    Json body{{"inputs", Json::array({Json{{"as_tensor", {{"name", "xi"}}}}, Json{{"as_tensor", {{"name", "w"}}}}})},
+              {"outputs", Json::array({Json{{"as_tensor", {{"name", "yi"}}}}})},
+              {"nodes", Json::array({test::tensorNode("torch.ops.aten.mul.Tensor", {"xi", "w"}, "yi")})},
+              {"tensor_values", {{"xi", row}, {"w", row}, {"yi", row}}},
+              {"sym_int_values", Json::object()}, {"sym_bool_values", Json::object()},
+              {"sym_float_values", Json::object()}, {"custom_obj_values", Json::object()},
+              {"is_single_tensor_return", false}};
+    auto named = [](const char* name, Json arg) { return Json{{"name", name}, {"arg", arg}, {"kind", 1}}; };
+    Json graphArg = Json{{"as_graph", Json{{"name", "body_graph_0"}, {"graph", body}}}};
+    Json xs = Json{{"as_tensors", Json::array({Json{{"name", "x"}}})}};
+    Json extra = Json{{"as_tensors", Json::array({Json{{"name", "w"}}})}};
+    Json map = Json::object();
+    map["target"] = "torch.ops.higher_order.map_impl";
+    map["inputs"] = Json::array({named("f", graphArg), named("xs", xs), named("pos_args", extra)});
+    map["outputs"] = Json::array({Json{{"as_tensor", Json{{"name", "y"}}}}});
+    map["metadata"] = Json::object();
+    map["is_hop_single_tensor_return"] = nullptr;
+    map["name"] = "map_impl";
+    Json j = test::programJson(Json::array({map}), {"x", "w"}, "y");
+    auto& tv = j["graph_module"]["graph"]["tensor_values"];
+    tv["x"] = meta(Json::array({lengthDim, Json{{"as_int", 4}}}), Json::array({Json{{"as_int", 4}}, Json{{"as_int", 1}}}));
+    tv["w"] = row;
+    tv["y"] = tv["x"];
+    return pt2::parseProgram(j);
+  };
+  ir::Program p = program(Json{{"as_int", 3}});
+  CHECK(passes::unrollStaticMaps(p) == 1);
+  std::vector<std::string> targets;
+  for (const auto& n : p.graph.nodes) targets.push_back(n->opName());
+  CHECK(targets == std::vector<std::string>{"aten.select.int", "aten.mul.Tensor", "aten.select.int", "aten.mul.Tensor",
+                                            "aten.select.int", "aten.mul.Tensor", "aten.stack.default"});
+  // The second slice starts 4 elements in, a row of x.
+  const ir::Value* slice1 = p.graph.nodes[2]->outputs[0].value();
+  REQUIRE(slice1->meta);
+  CHECK(slice1->meta->sizes.size() == 1);
+  CHECK(slice1->meta->storageOffset.value == 4);
+  // stack defines the map's own result, which the program returns.
+  CHECK(p.graph.find("y")->producer == p.graph.nodes.back().get());
+  CHECK_NOTHROW(ir::verify(p));
+
+  ir::Program dynamic = program(Json{{"as_expr", {{"expr_str", "Symbol('s0', positive=True, integer=True)"}, {"hint", {{"as_int", 3}}}}}});
+  CHECK(passes::unrollStaticMaps(dynamic) == 0);
+  CHECK(dynamic.graph.nodes.front()->opName() == "higher_order.map_impl");
+  ir::Program longMap = program(Json{{"as_int", passes::kMaxUnroll + 1}});
+  CHECK(passes::unrollStaticMaps(longMap) == 0);
 }

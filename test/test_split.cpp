@@ -470,3 +470,25 @@ TEST_CASE("older layouts (torch <= 2.7, 2.8) split like the current one, into cu
     CHECK_FALSE(stage.archive->has("data/weights/model.pt"));
   }
 }
+
+TEST_CASE("split --inline-grad-regions unrolls a map of static length in the .pt2 stages", "[split]") {
+  std::string out = test::outPath("splits/control_flow.4.unrolled");
+  auto r = test::runPipecut("split " + test::fixture("control_flow") + " --spec " + specPath("control_flow.4") + " -o " +
+                            out + " --inline-grad-regions -q");
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  size_t maps = 0, stacks = 0;
+  for (const auto& st : readManifest(out).stages)
+    for (const auto& f : st.files) {
+      if (f.format != "pt2") continue;
+      for (const auto& n : pt2::readPackage(out + "/" + f.path).program.graph.nodes) {
+        maps += n->target == "torch.ops.higher_order.map_impl";
+        stacks += n->target == "torch.ops.aten.stack.default";
+      }
+    }
+  CHECK(maps == 0);
+  CHECK(stacks >= 1);
+  // cond and while_loop stay: NativeRT runs them. The .pt2 stages run in
+  // run_pipeline (NativeRT) and stages_python (torch.export.load).
+  checkSplitChain(out, "control_flow");
+}

@@ -15,6 +15,7 @@
 #include "partition/carve.h"
 #include "partition/split_spec.h"
 #include "passes/inline_grad_regions.h"
+#include "passes/unroll_map.h"
 #include "support/error.h"
 #include "support/files.h"
 #include "support/parallel.h"
@@ -202,7 +203,11 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
             slot.missing = MissingFile{"torchscript", (e.where().empty() ? "" : e.where() + ": ") + e.message()};
           }
         } else {
-          if (r.inlineGradRegions) passes::inlineGradRegions(stage.package.program);
+          // For NativeRT: what it refuses and can be rewritten is rewritten.
+          if (r.inlineGradRegions) {
+            passes::inlineGradRegions(stage.package.program);
+            passes::unrollStaticMaps(stage.package.program);
+          }
           slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
                                      progress);
           slot.file.gradRegionsInlined = r.inlineGradRegions;

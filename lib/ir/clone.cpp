@@ -71,6 +71,55 @@ Node* cloneNodeInto(const Node& n, Graph& dst, ValueMap& map) {
   return raw;
 }
 
+namespace {
+
+std::string freshName(const Graph& g, const std::string& name, const std::string& suffix) {
+  if (!g.find(name)) return name;
+  if (!g.find(name + suffix)) return name + suffix;
+  for (size_t k = 1;; ++k) {
+    std::string candidate = name + suffix + "_" + std::to_string(k);
+    if (!g.find(candidate)) return candidate;
+  }
+}
+
+Argument defineFresh(const Argument& a, Graph& g, Node* producer, ValueMap& map, const std::string& suffix) {
+  Argument c;
+  c.tag = a.tag;
+  c.literal = a.literal;
+  c.nesting = a.nesting;
+  c.name = a.name;
+  for (const Ref& r : a.refs) {
+    Ref nr;
+    nr.literal = r.literal;
+    if (r.value) {
+      nr.value = g.define(freshName(g, r.value->name, suffix), r.value->kind, producer);
+      nr.value->meta = r.value->meta;
+      nr.value->symMeta = r.value->symMeta;
+      map[r.value] = nr.value;
+    }
+    c.refs.push_back(std::move(nr));
+  }
+  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, defineFresh(sub, g, producer, map, suffix));
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Node> copyNodeFresh(const Node& n, Graph& dst, ValueMap& map, const std::string& suffix) {
+  auto copy = std::make_unique<Node>();
+  copy->target = n.target;
+  copy->metadata = n.metadata;
+  copy->isHopSingleTensorReturn = n.isHopSingleTensorReturn;
+  copy->name = n.name;
+  copy->moduleStack = n.moduleStack;
+  for (const auto& in : n.inputs) copy->inputs.push_back(NamedArgument{in.name, cloneArgument(in.arg, map), in.kind});
+  for (const auto& out : n.outputs) copy->outputs.push_back(defineFresh(out, dst, copy.get(), map, suffix));
+  n.forEachOutputValue([&](const Value* v) {
+    if (copy->name && *copy->name == v->name) copy->name = map.at(v)->name;
+  });
+  return copy;
+}
+
 std::shared_ptr<Graph> cloneGraph(const Graph& g) {
   auto out = std::make_shared<Graph>();
   ValueMap map;

@@ -23,4 +23,12 @@ std::shared_ptr<Graph> cloneGraph(const Graph& g);
 // Defines a value like `v` in `dst` (same name, kind, metadata).
 Value* cloneValueInto(const Value& v, Graph& dst, Node* producer);
 
+// A copy of `node` for `dst` whose outputs are defined in `dst` under fresh
+// names where `dst` already uses theirs ("<name><suffix>", then
+// "<name><suffix>_<k>"), recorded in `map`; a node named after its output is
+// renamed with it. The caller places the node: passes that rewrite a graph's
+// node list (inlining a region's body, unrolling a loop) build the new list
+// themselves.
+std::unique_ptr<Node> copyNodeFresh(const Node& node, Graph& dst, ValueMap& map, const std::string& suffix);
+
 }  // namespace pipecut::ir

@@ -55,8 +55,9 @@ struct StageFile {
   std::string format;        // "torchscript" or "pt2"
   std::string sha256;        // lowercase hex
   uint64_t bytes = 0;
-  // A .pt2 written by `split --inline-grad-regions`: its no_grad regions
-  // (wrap_with_set_grad_enabled) are inlined, for NativeRT; forward only.
+  // A .pt2 written by `split --inline-grad-regions`, for NativeRT: its
+  // no_grad and autocast-disabling regions inlined, its maps of static
+  // length unrolled; forward only.
   bool gradRegionsInlined = false;
 };
 

@@ -27,37 +27,6 @@ size_t bodyIndex(const ir::Node& n) {
   return 0;
 }
 
-// A name the graph does not hold yet.
-std::string freshName(const ir::Graph& g, const std::string& name) {
-  if (!g.find(name)) return name;
-  for (size_t k = 1;; ++k) {
-    std::string candidate = name + "_inlined_" + std::to_string(k);
-    if (!g.find(candidate)) return candidate;
-  }
-}
-
-// Copies an output argument of a body node, defining each value anew in `g`.
-ir::Argument defineCopies(const ir::Argument& a, ir::Graph& g, ir::Node* producer, ir::ValueMap& map) {
-  ir::Argument c;
-  c.tag = a.tag;
-  c.literal = a.literal;
-  c.nesting = a.nesting;
-  c.name = a.name;
-  for (const ir::Ref& r : a.refs) {
-    ir::Ref nr;
-    nr.literal = r.literal;
-    if (r.value) {
-      nr.value = g.define(freshName(g, r.value->name), r.value->kind, producer);
-      nr.value->meta = r.value->meta;
-      nr.value->symMeta = r.value->symMeta;
-      map[r.value] = nr.value;
-    }
-    c.refs.push_back(std::move(nr));
-  }
-  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, defineCopies(sub, g, producer, map));
-  return c;
-}
-
 }  // namespace
 
 size_t inlineGradRegions(ir::Program& p) {
@@ -90,22 +59,7 @@ size_t inlineGradRegions(ir::Program& p) {
       auto it = replaced.find(operand);
       map[formal] = it == replaced.end() ? operand : it->second;
     }
-    for (const auto& bn : body.nodes) {
-      auto copy = std::make_unique<ir::Node>();
-      copy->target = bn->target;
-      copy->metadata = bn->metadata;
-      copy->isHopSingleTensorReturn = bn->isHopSingleTensorReturn;
-      copy->name = bn->name;
-      copy->moduleStack = bn->moduleStack;
-      for (const auto& in : bn->inputs)
-        copy->inputs.push_back(ir::NamedArgument{in.name, ir::cloneArgument(in.arg, map), in.kind});
-      for (const auto& out : bn->outputs) copy->outputs.push_back(defineCopies(out, g, copy.get(), map));
-      // A node is named after its output; a renamed output renames the node.
-      bn->forEachOutputValue([&](const ir::Value* v) {
-        if (copy->name && *copy->name == v->name) copy->name = map.at(v)->name;
-      });
-      nodes.push_back(std::move(copy));
-    }
+    for (const auto& bn : body.nodes) nodes.push_back(ir::copyNodeFresh(*bn, g, map, "_inlined"));
     std::vector<const ir::Value*> outs;
     node->forEachOutputValue([&](const ir::Value* v) { outs.push_back(v); });
     if (outs.size() != body.outputs.size())

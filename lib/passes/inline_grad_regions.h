@@ -15,7 +15,7 @@
 namespace pipecut::passes {
 
 // Returns how many regions were inlined. Body values keep their names unless
-// the program already uses one ("<name>_inlined_<k>" then). Throws
+// the program already uses one ("<name>_inlined", then "<name>_inlined_<k>"). Throws
 // pipecut::Error (InvalidInput) naming the node for a region whose operands do
 // not match its body.
 size_t inlineGradRegions(ir::Program& p);

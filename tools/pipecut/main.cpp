@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   spl->add_flag("--no-recompute", split.noRecompute,
                 "send every boundary value instead of recomputing cheap ones in the consuming stage");
   spl->add_flag("--inline-grad-regions", split.inlineGradRegions,
-                "write .pt2 stages with their no_grad regions (wrap_with_set_grad_enabled) inlined, for LibTorch's "
-                "NativeRT (pipecut-run --stage-format pt2), which refuses them; inference only");
+                "write .pt2 stages for LibTorch's NativeRT (pipecut-run --stage-format pt2): no_grad and "
+                "autocast-disabling regions inlined, maps of static length unrolled; inference only");
   spl->add_flag("--preview", split.preview, "print per-stage nodes, parameter bytes and boundary bytes; write nothing");
   spl->add_option("--dot", split.dotFile, "write a Graphviz drawing of the stages and the values between them");
   spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
