@@ -34,7 +34,8 @@ MODELS = os.path.join(ROOT, "testdata", "models")
 SPECS = os.path.join(ROOT, "testdata", "specs")
 # Small fixtures keep a run fast; together they cover HOPs, tied weights,
 # buffers, lifted constants, several inputs and outputs, and symbolic shapes.
-PT2_FIXTURES = ["mlp", "multi_io", "nograd_seed", "gpt2_tied", "cnn_bn", "dynamic_batch", "skip", "autocast_off"]
+PT2_FIXTURES = ["mlp", "multi_io", "nograd_seed", "gpt2_tied", "cnn_bn", "dynamic_batch", "skip", "autocast_off",
+                "control_flow", "dynamic_flatten", "gpt2_tied_torch27", "cnn_bn_torch28"]
 TIMEOUT_S = 60
 
 EDGE_VALUES = [0, -1, 1, 2, 7, 255, 2**31, 2**63 - 1, -(2**63), 2**64 - 1, 1.5, -0.0, 1e308,
@@ -193,6 +194,8 @@ def case_pt2(r, rng, work, i):
     with zipfile.ZipFile(src) as z:
         if not any(n.endswith(suffix) for n in z.namelist()):
             suffix = "models/model.json"
+        if not any(n.endswith(suffix) for n in z.namelist()):  # the torch <= 2.7 layout
+            suffix = "serialized_exported_program.json"
     path = os.path.join(work, f"m{i}.pt2")
     description = [f"fixture {name}"] + rewrite_pt2(src, path, suffix, rng, rng.randint(1, 3))
     r.check("pt2-inspect", [r.pipecut, "inspect", path], [path], description, path)

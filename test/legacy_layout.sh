@@ -27,6 +27,14 @@ root_zip("bad_json", {"serialized_exported_program.json": "{", "version": "8.7"}
 # A well-formed program whose parameter the state dict lacks.
 lacking = program.replace('"input_specs": []', '"input_specs": [{"parameter": {"arg": {"name": "w"}, "parameter_name": "fc.weight"}}]').replace('"inputs": []', '"inputs": [{"as_tensor": {"name": "w"}}]')
 root_zip("lacking", {"serialized_exported_program.json": lacking, "serialized_state_dict.pt": saved({}), "version": "8.7"})
+# A corrupt memo index (LONG_BINPUT 2^31 - 1) would have LibTorch's unpickler
+# grow its memo to 32 GB: refused before it runs.
+saved = saved({})
+with zipfile.ZipFile(io.BytesIO(saved)) as z, zipfile.ZipFile(f"{out}/huge_memo.pt", "w") as w:
+    for n in z.namelist():
+        w.writestr(n, b"\x80\x02}r\xff\xff\xff\x7f." if n.endswith("data.pkl") else z.read(n))
+root_zip("huge_memo", {"serialized_exported_program.json": program,
+                       "serialized_state_dict.pt": open(f"{out}/huge_memo.pt", "rb").read(), "version": "8.7"})
 # Python's zipfile may also deflate: the same program, compressed.
 with zipfile.ZipFile(legacy) as src, zipfile.ZipFile(f"{out}/deflated.pt2", "w", zipfile.ZIP_DEFLATED) as dst:
     for name in src.namelist():
@@ -34,6 +42,8 @@ with zipfile.ZipFile(legacy) as src, zipfile.ZipFile(f"{out}/deflated.pt2", "w",
 PY
 expect 2 "unreadable pickle" -- "$pipecut" inspect "$out/garbage_pickle.pt2"
 contains "unreadable pickle message" "garbage_pickle.pt2: serialized_state_dict.pt: unreadable torch.save pickle"
+expect 2 "huge memo index" -- "$pipecut" inspect "$out/huge_memo.pt2"
+contains "huge memo message" "huge_memo.pt2: serialized_state_dict.pt: unreadable torch.save pickle: memo index 2147483647 at byte 3 exceeds the 2 opcodes before it"
 expect 2 "not tensors" -- "$pipecut" inspect "$out/not_tensors.pt2"
 contains "not tensors message" "not_tensors.pt2: serialized_state_dict.pt: 'w' is Int; pipecut reads only tensors from older layouts"
 expect 2 "not a program" -- "$pipecut" inspect "$out/not_a_program.pt2"

@@ -5,6 +5,7 @@
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "pt2/package.h"
+#include "pt2/pickle_check.h"
 #include "support/error.h"
 #include "test_util.h"
 
@@ -120,4 +121,20 @@ TEST_CASE("symbolic batch sizes are kept", "[package]") {
   CHECK(x->meta->sizes[0].isExpr);
   CHECK(x->meta->shapeStr().rfind("[s77", 0) == 0);
   CHECK(pkg.program.rangeConstraints.contains("s77"));
+}
+
+TEST_CASE("pickles are walked before LibTorch's unpickler sees them", "[package]") {
+  using pipecut::pt2::pickleProblem;
+  // {"a": 1} as protocol 2 writes it.
+  const std::string ok("\x80\x02}q\x00X\x01\x00\x00\x00" "aq\x01K\x01s.", 17);
+  CHECK_FALSE(pickleProblem(ok).has_value());
+  CHECK(pickleProblem(std::string("\x80\x02}r\xff\xff\xff\x7f.", 9)) ==
+        std::optional<std::string>("memo index 2147483647 at byte 3 exceeds the 2 opcodes before it"));
+  CHECK(pickleProblem(ok.substr(0, 10)) == std::optional<std::string>("opcode 0x58 at byte 5 claims 1 bytes, 0 remain"));
+  CHECK(pickleProblem(ok.substr(0, 16)) == std::optional<std::string>("no STOP opcode (truncated pickle)"));
+  CHECK(pickleProblem(std::string("\x80\x02\xff.", 4)) == std::optional<std::string>("opcode 0xff at byte 2 is unknown"));
+  CHECK(pickleProblem(std::string("\x80\x02X\xff\xff\xff\xff.", 8)).value().find("claims 4294967295 bytes") !=
+        std::string::npos);
+  CHECK(pickleProblem("p99999999999\n.").value().find("memo index 99999999999") != std::string::npos);
+  CHECK(pickleProblem("").value() == "no STOP opcode (truncated pickle)");
 }

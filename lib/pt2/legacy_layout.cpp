@@ -1,11 +1,17 @@
 #include "pt2/legacy_layout.h"
 
+#include <algorithm>
+#include <cstring>
+#include <optional>
 #include <set>
 
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "ir/ir.h"
+#include "pt2/pickle_check.h"
 #include "support/error.h"
 
 namespace pipecut::pt2 {
@@ -57,6 +63,36 @@ Json tensorMeta(const at::Tensor& t, const std::string& file, const std::string&
               {"layout", 7}};
 }
 
+// The bytes of a torch.save file, for torch's zip reader, without a copy.
+class MemoryReadAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit MemoryReadAdapter(std::string_view bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<size_t>(n, bytes_.size() - static_cast<size_t>(pos));
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  std::string_view bytes_;
+};
+
+// LibTorch's unpickler trusts its input (pt2/pickle_check.h): the pickle
+// inside a torch.save file is walked first.
+std::optional<std::string> savedFileProblem(std::string_view saved) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<MemoryReadAdapter>(saved));
+    if (!reader.hasRecord("data.pkl")) return "no data.pkl in it: not a torch.save file";
+    auto [data, size] = reader.getRecord("data.pkl");
+    return pickleProblem(std::string_view(static_cast<const char*>(data.get()), size));
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    return "not a torch.save zip: " + msg.substr(0, msg.find('\n'));
+  }
+}
+
 // Unpickles `record` (a name -> tensor dictionary saved with torch.save) into
 // raw storage records under `dir` plus their payload config, as torch >= 2.9
 // writes them: one record per storage and dtype, so tied tensors stay tied.
@@ -64,6 +100,7 @@ void convertPickle(const ArchiveReader& a, const std::string& record, const std:
                    const std::string& configName, const char* prefix, const std::set<std::string>& params,
                    Records& out) {
   auto fail = [&](const std::string& msg) { throw Error(ErrorKind::InvalidInput, a.path(), record, msg); };
+  if (auto problem = savedFileProblem(a.bytes(record).str())) fail("unreadable torch.save pickle: " + *problem);
   c10::IValue v;
   try {
     v = torch::jit::pickle_load_obj(a.bytes(record).str());
@@ -99,7 +136,13 @@ void convertPickle(const ArchiveReader& a, const std::string& record, const std:
                         {"use_pickle", false},
                         {"tensor_meta", tensorMeta(t, a.path(), record + ": " + name)}};
   }
-  out[dir + configName] = textRecord(Json{{"config", config}}.dump());
+  std::string text;
+  try {
+    text = Json{{"config", config}}.dump();
+  } catch (const Json::type_error&) {
+    fail("a tensor name in it is not valid UTF-8");
+  }
+  out[dir + configName] = textRecord(std::move(text));
   out[dir + configName].origin = record;
 }
 
