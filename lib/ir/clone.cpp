@@ -35,44 +35,7 @@ Argument cloneArgument(const Argument& a, const ValueMap& map) {
 
 namespace {
 
-// Outputs define values: copy the argument shape, defining fresh values.
-Argument cloneDefiningArgument(const Argument& a, Graph& dst, Node* producer, ValueMap& map) {
-  Argument c;
-  c.tag = a.tag;
-  c.literal = a.literal;
-  c.nesting = a.nesting;
-  c.name = a.name;
-  for (const Ref& r : a.refs) {
-    Ref nr;
-    nr.literal = r.literal;
-    if (r.value) {
-      nr.value = cloneValueInto(*r.value, dst, producer);
-      map[r.value] = nr.value;
-    }
-    c.refs.push_back(std::move(nr));
-  }
-  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, cloneDefiningArgument(sub, dst, producer, map));
-  return c;
-}
-
-}  // namespace
-
-Node* cloneNodeInto(const Node& n, Graph& dst, ValueMap& map) {
-  auto copy = std::make_unique<Node>();
-  copy->target = n.target;
-  copy->metadata = n.metadata;
-  copy->isHopSingleTensorReturn = n.isHopSingleTensorReturn;
-  copy->name = n.name;
-  copy->moduleStack = n.moduleStack;
-  for (const auto& in : n.inputs) copy->inputs.push_back(NamedArgument{in.name, cloneArgument(in.arg, map), in.kind});
-  for (const auto& out : n.outputs) copy->outputs.push_back(cloneDefiningArgument(out, dst, copy.get(), map));
-  Node* raw = copy.get();
-  dst.nodes.push_back(std::move(copy));
-  return raw;
-}
-
-namespace {
-
+// A name `g` does not hold yet: `name` itself, else with `suffix`, else numbered.
 std::string freshName(const Graph& g, const std::string& name, const std::string& suffix) {
   if (!g.find(name)) return name;
   if (!g.find(name + suffix)) return name + suffix;
@@ -82,7 +45,10 @@ std::string freshName(const Graph& g, const std::string& name, const std::string
   }
 }
 
-Argument defineFresh(const Argument& a, Graph& g, Node* producer, ValueMap& map, const std::string& suffix) {
+// Outputs define values: copy the argument shape, defining fresh values under
+// their own names, or (with a suffix) under names `dst` does not hold yet.
+Argument cloneDefiningArgument(const Argument& a, Graph& dst, Node* producer, ValueMap& map,
+                               const std::string* suffix) {
   Argument c;
   c.tag = a.tag;
   c.literal = a.literal;
@@ -92,20 +58,23 @@ Argument defineFresh(const Argument& a, Graph& g, Node* producer, ValueMap& map,
     Ref nr;
     nr.literal = r.literal;
     if (r.value) {
-      nr.value = g.define(freshName(g, r.value->name, suffix), r.value->kind, producer);
-      nr.value->meta = r.value->meta;
-      nr.value->symMeta = r.value->symMeta;
+      if (suffix) {
+        nr.value = dst.define(freshName(dst, r.value->name, *suffix), r.value->kind, producer);
+        nr.value->meta = r.value->meta;
+        nr.value->symMeta = r.value->symMeta;
+      } else {
+        nr.value = cloneValueInto(*r.value, dst, producer);
+      }
       map[r.value] = nr.value;
     }
     c.refs.push_back(std::move(nr));
   }
-  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, defineFresh(sub, g, producer, map, suffix));
+  for (const auto& [k, sub] : a.entries)
+    c.entries.emplace_back(k, cloneDefiningArgument(sub, dst, producer, map, suffix));
   return c;
 }
 
-}  // namespace
-
-std::unique_ptr<Node> copyNodeFresh(const Node& n, Graph& dst, ValueMap& map, const std::string& suffix) {
+std::unique_ptr<Node> copyNode(const Node& n, Graph& dst, ValueMap& map, const std::string* suffix) {
   auto copy = std::make_unique<Node>();
   copy->target = n.target;
   copy->metadata = n.metadata;
@@ -113,17 +82,30 @@ std::unique_ptr<Node> copyNodeFresh(const Node& n, Graph& dst, ValueMap& map, co
   copy->name = n.name;
   copy->moduleStack = n.moduleStack;
   for (const auto& in : n.inputs) copy->inputs.push_back(NamedArgument{in.name, cloneArgument(in.arg, map), in.kind});
-  for (const auto& out : n.outputs) copy->outputs.push_back(defineFresh(out, dst, copy.get(), map, suffix));
-  n.forEachOutputValue([&](const Value* v) {
-    if (copy->name && *copy->name == v->name) copy->name = map.at(v)->name;
-  });
+  for (const auto& out : n.outputs) copy->outputs.push_back(cloneDefiningArgument(out, dst, copy.get(), map, suffix));
+  // A node is named after its output; a renamed output renames the node.
+  if (suffix)
+    n.forEachOutputValue([&](const Value* v) {
+      if (copy->name && *copy->name == v->name) copy->name = map.at(v)->name;
+    });
   return copy;
+}
+
+}  // namespace
+
+Node* cloneNodeInto(const Node& n, Graph& dst, ValueMap& map) {
+  dst.nodes.push_back(copyNode(n, dst, map, nullptr));
+  return dst.nodes.back().get();
+}
+
+std::unique_ptr<Node> copyNodeFresh(const Node& n, Graph& dst, ValueMap& map, const std::string& suffix) {
+  return copyNode(n, dst, map, &suffix);
 }
 
 std::shared_ptr<Graph> cloneGraph(const Graph& g) {
   auto out = std::make_shared<Graph>();
   ValueMap map;
-  for (const auto& in : g.inputs) out->inputs.push_back(cloneDefiningArgument(in, *out, nullptr, map));
+  for (const auto& in : g.inputs) out->inputs.push_back(cloneDefiningArgument(in, *out, nullptr, map, nullptr));
   for (const auto& n : g.nodes) cloneNodeInto(*n, *out, map);
   for (const auto& o : g.outputs) out->outputs.push_back(cloneArgument(o, map));
   out->isSingleTensorReturn = g.isSingleTensorReturn;
