@@ -47,7 +47,7 @@ contains "huge memo message" "huge_memo.pt2: serialized_state_dict.pt: unreadabl
 expect 2 "not tensors" -- "$pipecut" inspect "$out/not_tensors.pt2"
 contains "not tensors message" "not_tensors.pt2: serialized_state_dict.pt: 'w' is Int; pipecut reads only tensors from older layouts"
 expect 2 "not a program" -- "$pipecut" inspect "$out/not_a_program.pt2"
-contains "not a program message" "not_a_program.pt2: archive_format: missing record"
+contains "not a program message" "not_a_program.pt2: a zip without a top folder and without serialized_exported_program.json: not a torch.export .pt2 archive"
 expect 2 "bad program json" -- "$pipecut" inspect "$out/bad_json.pt2"
 contains "bad program json message" "bad_json.pt2: serialized_exported_program.json: invalid JSON"
 expect 2 "lacking parameter" -- "$pipecut" inspect "$out/lacking.pt2"

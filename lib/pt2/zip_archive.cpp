@@ -46,6 +46,10 @@ std::map<std::string, ArchiveReader::MemoryRecord> readRootZip(const std::string
     fail("", "not a valid zip archive: " + msg);
   }
   std::unique_ptr<zip_t, int (*)(zip_t*)> closer(z, zip_close);
+  // Nothing is read from a zip that is not an exported program.
+  if (zip_name_locate(z, "serialized_exported_program.json", 0) < 0)
+    fail("", "a zip without a top folder and without serialized_exported_program.json: "
+             "not a torch.export .pt2 archive");
   std::map<std::string, ArchiveReader::MemoryRecord> records;
   zip_int64_t n = zip_get_num_entries(z, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
