@@ -10,11 +10,14 @@ Writes OUTDIR/<target>/<name> for each target, in the targets' input formats:
                   to 8, so every entry's record is big enough
   split_spec      testdata/specs/*.json
   safetensors     testdata/models/*.ref.safetensors (the small ones)
+  pickle          the data.pkl of every torch.save payload in those archives
+                  (the older layouts' state dicts and constants, sample inputs)
   manifest        with --pipecut: manifest.json ('j' + text) and manifest.pb
                   ('b' + bytes) of `pipecut split` over a few fixtures and their specs
 Python standard library only.
 """
 import argparse
+import io
 import os
 import shutil
 import subprocess
@@ -53,8 +56,18 @@ def main() -> int:
             infos = {i.filename: i for i in z.infolist()}
             for name, info in sorted(infos.items()):
                 parts = name.split("/")
-                if len(parts) == 3 and parts[1] == "models" and name.endswith(".json"):
-                    add("program_json", f"{stem}.{parts[2]}", z.read(name))
+                if (len(parts) == 3 and parts[1] == "models" and name.endswith(".json")) or \
+                        name == "serialized_exported_program.json":
+                    add("program_json", f"{stem}.{parts[-1]}", z.read(name))
+                elif name.endswith(".pt"):
+                    try:
+                        saved = zipfile.ZipFile(io.BytesIO(z.read(name)))
+                    except zipfile.BadZipFile:
+                        continue
+                    with saved:
+                        for inner in saved.namelist():
+                            if inner.endswith("/data.pkl"):
+                                add("pickle", f"{stem}.{parts[-1]}.pkl", saved.read(inner))
                 elif name.endswith("_config.json") and "/data/" in name:
                     prefix = name[: name.rindex("/") + 1]
                     sizes = [i.file_size for n, i in infos.items() if n.startswith(prefix) and n != name]

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,11 +33,14 @@ namespace pipecut::fuzz {
 //   manifest        one selector byte ('b': protobuf wire format, anything
 //                   else: JSON), then the manifest
 //   safetensors     the file's bytes
+//   pickle          a pickle (the data.pkl of a torch.save file), walked as
+//                   older .pt2 layouts are before LibTorch unpickles them
 int program_json(const uint8_t* data, size_t size);
 int payload_config(const uint8_t* data, size_t size);
 int split_spec(const uint8_t* data, size_t size);
 int manifest(const uint8_t* data, size_t size);
 int safetensors(const uint8_t* data, size_t size);
+int pickle(const uint8_t* data, size_t size);
 
 struct Target {
   const char* name;
@@ -44,7 +48,7 @@ struct Target {
 };
 inline constexpr Target kTargets[] = {
     {"program_json", program_json}, {"payload_config", payload_config}, {"split_spec", split_spec},
-    {"manifest", manifest},         {"safetensors", safetensors},
+    {"manifest", manifest},         {"safetensors", safetensors},       {"pickle", pickle},
 };
 
 // How the last run ended when it did not end in a finding: the step that
