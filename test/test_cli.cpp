@@ -240,6 +240,21 @@ TEST_CASE("inspect shows the tiny Llama's layers, their parameter bytes and the 
   CHECK_THAT(text.output, Catch::Contains("wrap_with_set_grad_enabled(false)") &&
                               Catch::Contains("model.layers.3 LlamaDecoderLayer") &&
                               Catch::Contains("params 147968 B"));
+  CHECK(j["symbols"].empty());  // static shapes
+}
+
+TEST_CASE("inspect shows each symbol's exported range", "[cli]") {
+  auto text = test::runPipecut("inspect " + test::fixture("dynamic_batch"));
+  CHECK_THAT(text.output, Catch::Contains("  symbols:\n    s77  [1, 64]\n"));
+  auto llama = test::runPipecut("inspect --json " + test::fixture("llama_dynamic"));
+  REQUIRE(llama.exitCode == 0);
+  Json j = Json::parse(llama.output);
+  REQUIRE(j["symbols"].size() == 2);
+  for (const auto& [sym, r] : j["symbols"].items()) {
+    INFO(sym);
+    CHECK(r["min"] == 2);
+    CHECK(r["max"].is_null());
+  }
 }
 
 TEST_CASE("inspect --dot draws one cluster per module", "[cli]") {

@@ -202,6 +202,12 @@ int runInspect(const InspectOptions& o) {
     for (const auto& io : inputs) j["inputs"].push_back(ioJson(io));
     j["outputs"] = Json::array();
     for (const auto& io : outputs) j["outputs"].push_back(ioJson(io));
+    // Dynamic dimensions: the sizes export allows each symbol (null: unbounded).
+    j["symbols"] = Json::object();
+    if (p.rangeConstraints.is_object())
+      for (const auto& [sym, r] : p.rangeConstraints.items())
+        j["symbols"][sym] = r.is_object() ? Json{{"min", r.value("min_val", Json())}, {"max", r.value("max_val", Json())}}
+                                          : Json{{"min", nullptr}, {"max", nullptr}};
     j["parameters"] = Json{{"count", nParams}, {"bytes", paramBytes}};
     j["buffers"] = Json{{"count", nBuffers}, {"bytes", bufferBytes}};
     j["constants"] = Json{{"count", nConstants}, {"bytes", constantBytes}};
@@ -231,6 +237,16 @@ int runInspect(const InspectOptions& o) {
   os << "  outputs:\n";
   for (const auto& io : outputs)
     os << "    " << io.name << "  " << io.dtype << " " << io.shape << (io.kind == "user_output" ? "" : "  (" + io.kind + ")") << "\n";
+  if (p.rangeConstraints.is_object() && !p.rangeConstraints.empty()) {
+    os << "  symbols:\n";
+    for (const auto& [sym, r] : p.rangeConstraints.items()) {
+      auto bound = [&](const char* key, const char* none) {
+        const Json& b = r.is_object() && r.contains(key) ? r[key] : Json();
+        return b.is_number() ? b.dump() : std::string(none);
+      };
+      os << "    " << sym << "  [" << bound("min_val", "-inf") << ", " << bound("max_val", "inf") << "]\n";
+    }
+  }
   os << "  parameters: " << nParams << " (" << humanBytes(paramBytes) << "), buffers: " << nBuffers << " ("
      << humanBytes(bufferBytes) << "), constants: " << nConstants << " (" << humanBytes(constantBytes) << ")\n";
   os << "  nodes: " << p.graph.nodeCountRecursive() << " (" << p.graph.nodes.size() << " top level); verified: "
