@@ -1,6 +1,7 @@
 #pragma once
 // The .pt2 container: a zip written by PyTorch's stream writer, every record
-// under one top folder, stored uncompressed and 64-byte aligned. This is the
+// under one top folder, stored uncompressed and 64-byte aligned. With
+// pt2/legacy_layout.cpp (LibTorch's unpickler for older layouts), this is the
 // only part of the core that touches LibTorch (its zip reader/writer), and it
 // keeps torch's types out of this header.
 #include <cstddef>
