@@ -88,8 +88,7 @@ std::optional<std::string> savedFileProblem(std::string_view saved) {
     auto [data, size] = reader.getRecord("data.pkl");
     return pickleProblem(std::string_view(static_cast<const char*>(data.get()), size));
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    return "not a torch.save zip: " + msg.substr(0, msg.find('\n'));
+    return "not a torch.save zip: " + firstLine(e.what());
   }
 }
 
@@ -105,8 +104,7 @@ void convertPickle(const ArchiveReader& a, const std::string& record, const std:
   try {
     v = torch::jit::pickle_load_obj(a.bytes(record).str());
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    fail("unreadable torch.save pickle: " + msg.substr(0, msg.find('\n')));
+    fail("unreadable torch.save pickle: " + firstLine(e.what()));
   }
   if (!v.isGenericDict()) fail("expected a dictionary of tensors, found " + v.tagKind());
   Json config = Json::object();
@@ -170,11 +168,13 @@ std::shared_ptr<const ArchiveReader> upgradeLegacyLayout(std::shared_ptr<const A
   }
   // torch 2.8: pickled payloads inside the PT2 archive, for each program.
   bool pickled = false;
+  std::map<std::string, std::set<std::string>> paramsOf;  // program record -> its parameters, read once
   for (const auto& r : a->records()) {
-    bool weights = r.rfind(w, 0) == 0 && r.find('/', w.size()) == std::string::npos && r.size() > w.size() + 3 &&
-                   r.compare(r.size() - 3, 3, ".pt") == 0;
-    bool constants = r.rfind(c, 0) == 0 && r.find('/', c.size()) == std::string::npos && r.size() > c.size() + 3 &&
-                     r.compare(r.size() - 3, 3, ".pt") == 0;
+    auto pickleIn = [&](const std::string& dir) {  // dir/<model>.pt
+      return r.rfind(dir, 0) == 0 && r.find('/', dir.size()) == std::string::npos && r.size() > dir.size() + 3 &&
+             r.compare(r.size() - 3, 3, ".pt") == 0;
+    };
+    const bool weights = pickleIn(w), constants = pickleIn(c);
     if (!weights && !constants) {
       out[r] = sourceRecord(a, r);
       continue;
@@ -187,8 +187,11 @@ std::shared_ptr<const ArchiveReader> upgradeLegacyLayout(std::shared_ptr<const A
       continue;
     }
     std::string programRecord = "models/" + model + ".json";
-    std::set<std::string> params = a->has(programRecord) ? parameterNames(*a, programRecord) : std::set<std::string>{};
-    convertPickle(*a, r, dir, configName, weights ? "weight_" : "tensor_", params, out);
+    auto params = paramsOf.find(programRecord);
+    if (params == paramsOf.end())
+      params = paramsOf.emplace(programRecord, a->has(programRecord) ? parameterNames(*a, programRecord)
+                                                                      : std::set<std::string>{}).first;
+    convertPickle(*a, r, dir, configName, weights ? "weight_" : "tensor_", params->second, out);
     pickled = true;
   }
   if (!pickled) return a;
