@@ -33,9 +33,6 @@ Argument cloneArgument(const Argument& a, const ValueMap& map) {
   return c;
 }
 
-namespace {
-
-// A name `g` does not hold yet: `name` itself, else with `suffix`, else numbered.
 std::string freshName(const Graph& g, const std::string& name, const std::string& suffix) {
   if (!g.find(name)) return name;
   if (!g.find(name + suffix)) return name + suffix;
@@ -44,6 +41,8 @@ std::string freshName(const Graph& g, const std::string& name, const std::string
     if (!g.find(candidate)) return candidate;
   }
 }
+
+namespace {
 
 // Outputs define values: copy the argument shape, defining fresh values under
 // their own names, or (with a suffix) under names `dst` does not hold yet.

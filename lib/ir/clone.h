@@ -23,6 +23,10 @@ std::shared_ptr<Graph> cloneGraph(const Graph& g);
 // Defines a value like `v` in `dst` (same name, kind, metadata).
 Value* cloneValueInto(const Value& v, Graph& dst, Node* producer);
 
+// A name `g` does not hold yet: `name` itself, else "<name><suffix>", else
+// "<name><suffix>_<k>" for the first free k.
+std::string freshName(const Graph& g, const std::string& name, const std::string& suffix);
+
 // A copy of `node` for `dst` whose outputs are defined in `dst` under fresh
 // names where `dst` already uses theirs ("<name><suffix>", then
 // "<name><suffix>_<k>"), recorded in `map`; a node named after its output is

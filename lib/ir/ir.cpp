@@ -164,6 +164,13 @@ Argument Argument::tensor(Value* v) {
   return a;
 }
 
+Argument Argument::integer(int64_t v) {
+  Argument a;
+  a.tag = ArgTag::Int;
+  a.literal = v;
+  return a;
+}
+
 bool Argument::isList() const {
   switch (tag) {
     case ArgTag::Tensors: case ArgTag::SymInts: case ArgTag::SymBools: case ArgTag::SymFloats:

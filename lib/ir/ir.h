@@ -111,6 +111,7 @@ struct Argument {
   std::vector<std::pair<std::string, Argument>> entries;  // StringToArgument
 
   static Argument tensor(Value* v);
+  static Argument integer(int64_t v);  // {"as_int": v}
   bool isValue() const { return refs.size() == 1 && refs[0].value && !isList(); }
   bool isList() const;
   Value* value() const { return refs.empty() ? nullptr : refs[0].value; }

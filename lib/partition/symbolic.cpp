@@ -94,11 +94,9 @@ std::unique_ptr<ir::Value> makeCarrier(const ir::Value& v, const std::string& na
 }
 
 ir::Value* appendSymSize(ir::Graph& g, ir::Value* tensor, int64_t dim, const ir::Value& like) {
-  ir::Argument d;
-  d.tag = ir::ArgTag::Int;
-  d.literal = dim;
   ir::Node& n = appendNode(g, "torch.ops.aten.sym_size.int",
-                           {ir::NamedArgument{"self", ir::Argument::tensor(tensor), 1}, ir::NamedArgument{"dim", d, 1}});
+                           {ir::NamedArgument{"self", ir::Argument::tensor(tensor), 1},
+                            ir::NamedArgument{"dim", ir::Argument::integer(dim), 1}});
   return defineOutput(n, g, like);
 }
 

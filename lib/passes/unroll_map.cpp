@@ -12,13 +12,6 @@ namespace {
 
 constexpr const char* kMap = "torch.ops.higher_order.map_impl";
 
-ir::Argument intArg(int64_t v) {
-  ir::Argument a;
-  a.tag = ir::ArgTag::Int;
-  a.literal = v;
-  return a;
-}
-
 // The metadata of `x[i]` for a tensor with static sizes and strides.
 ir::TensorMeta sliceMeta(const ir::TensorMeta& m, int64_t i) {
   ir::TensorMeta s = m;
@@ -92,10 +85,10 @@ size_t unrollStaticMaps(ir::Program& p) {
         sel->target = "torch.ops.aten.select.int";
         sel->metadata = node->metadata;
         sel->moduleStack = node->moduleStack;
-        sel->inputs = {ir::NamedArgument{"self", ir::Argument::tensor(x), 1}, ir::NamedArgument{"dim", intArg(0), 1},
-                       ir::NamedArgument{"index", intArg(i), 1}};
-        std::string name = x->name + suffix;
-        for (size_t k2 = 1; g.find(name); ++k2) name = x->name + suffix + "_" + std::to_string(k2);
+        sel->inputs = {ir::NamedArgument{"self", ir::Argument::tensor(x), 1},
+                       ir::NamedArgument{"dim", ir::Argument::integer(0), 1},
+                       ir::NamedArgument{"index", ir::Argument::integer(i), 1}};
+        const std::string name = ir::freshName(g, x->name, suffix);  // x's own name is taken: x
         ir::Value* slice = g.define(name, ir::ValueKind::Tensor, sel.get());
         slice->meta = sliceMeta(*x->meta, i);
         sel->outputs.push_back(ir::Argument::tensor(slice));
@@ -118,7 +111,7 @@ size_t unrollStaticMaps(ir::Program& p) {
       ir::Argument tensors;
       tensors.tag = ir::ArgTag::Tensors;
       for (ir::Value* r : results[j]) tensors.refs.push_back(ir::Ref{r, nullptr});
-      st->inputs = {ir::NamedArgument{"tensors", tensors, 1}, ir::NamedArgument{"dim", intArg(0), 1}};
+      st->inputs = {ir::NamedArgument{"tensors", tensors, 1}, ir::NamedArgument{"dim", ir::Argument::integer(0), 1}};
       st->outputs.push_back(ir::Argument::tensor(out));
       st->name = out->name;
       out->producer = st.get();
