@@ -32,6 +32,7 @@
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
+#include "runtime/host_allocator.h"
 #include "runtime/inputs.h"
 #include "runtime/local_stage.h"
 #include "runtime/placement.h"
@@ -582,6 +583,7 @@ class Engine {
 }  // namespace
 
 RunReport runPipeline(const RunOptions& o) {
+  keepFreedHostMemory();
   Manifest m = readManifest(o.dir);
   if (m.stages.empty()) throw Error(ErrorKind::InvalidInput, o.dir, "manifest", "lists no stages");
   return Engine(o, std::move(m)).run();

@@ -29,6 +29,7 @@
 #include "manifest/verify.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
+#include "runtime/host_allocator.h"
 #include "runtime/inputs.h"
 #include "runtime/placement.h"
 #include "runtime/rank_exit.h"
@@ -649,6 +650,7 @@ class Trainer {
 }  // namespace
 
 TrainReport runTraining(const TrainOptions& o) {
+  keepFreedHostMemory();
   Manifest m = readManifest(o.run.dir);
   if (m.stages.empty()) throw Error(ErrorKind::InvalidInput, o.run.dir, "manifest", "lists no stages");
   return Trainer(o, std::move(m)).run();
