@@ -9,6 +9,7 @@ what PyTorch computes; --balance flops and time put the LM head (the heaviest
 matmul by far) nearly alone; and every bad request exits as documented.
 Usage: balance_llama.py PIPECUT PIPECUT_RUN OUT
 """
+import hashlib
 import itertools
 import json
 import os
@@ -165,12 +166,21 @@ run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad_rat
     contains=(bad_rate, "transfer.recv_ms_per_mib", "finite time >= 0"))
 
 # Bad requests.
-other = dict(prof, source_sha256="0" * 64)
+other = dict(prof, source_directory_sha256="0" * 64)
 bad = os.path.join(out, "other_model.json")
 with open(bad, "w") as f:
     json.dump(other, f)
 run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad, "--preview", want=2,
+    contains=(bad, "source_directory_sha256", "measured on another model"))
+# A profile from before source_directory_sha256: checked by the whole file's hash.
+old_style = {k: v for k, v in prof.items() if k != "source_directory_sha256"}
+with open(bad, "w") as f:
+    json.dump(dict(old_style, source_sha256="0" * 64), f)
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad, "--preview", want=2,
     contains=(bad, "source_sha256", "measured on another model"))
+with open(bad, "w") as f:
+    json.dump(dict(old_style, source_sha256=hashlib.sha256(open(pt2, "rb").read()).hexdigest()), f)
+run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", bad, "--preview")
 missing = dict(prof, nodes=prof["nodes"][:-1])
 with open(bad, "w") as f:
     json.dump(missing, f)

@@ -21,7 +21,7 @@ import torch
 warnings.filterwarnings("ignore")
 path, split, model, threads, iterations, warmup = sys.argv[1:]
 p = json.load(open(path))
-keys = ["format", "version", "source_model", "source_sha256", "device", "threads", "iterations", "warmup",
+keys = ["format", "version", "source_model", "source_sha256", "source_directory_sha256", "device", "threads", "iterations", "warmup",
         "total_ms", "forward_ms", "transfer", "nodes"]
 assert list(p) == keys, list(p)
 t = p["transfer"]
@@ -29,7 +29,13 @@ assert t["method"] == "loopback-tcp" and t["message_bytes"] == 16 << 20, t
 assert all(0 < t[k] < 50 and math.isfinite(t[k]) for k in ("send_ms_per_mib", "recv_ms_per_mib")), t
 assert p["format"] == "pipecut-profile" and p["version"] == 1, p
 manifest = json.load(open(split + "/manifest.json"))
-assert p["source_sha256"] == manifest["source_sha256"] == hashlib.sha256(open(model, "rb").read()).hexdigest()
+# The split was made without --hash-source: the source is identified by its
+# zip directory (every record's name, size and CRC-32) alone.
+import zipfile
+data = open(model, "rb").read()
+assert p["source_sha256"] == manifest["source_sha256"] == "", (p["source_sha256"], manifest["source_sha256"])
+assert p["source_directory_sha256"] == manifest["source_directory_sha256"] == \
+    hashlib.sha256(data[zipfile.ZipFile(model).start_dir:]).hexdigest(), p["source_directory_sha256"]
 assert p["source_model"] == manifest["source_model"], (p["source_model"], manifest["source_model"])
 assert p["device"] == "cpu" and p["threads"] == int(threads), (p["device"], p["threads"])
 assert p["iterations"] == int(iterations) and p["warmup"] == int(warmup)

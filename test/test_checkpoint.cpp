@@ -31,6 +31,7 @@ Checkpoint sampleCheckpoint() {
   Checkpoint c;
   c.step = 12;
   c.sourceSha256 = kHash1;
+  c.sourceDirectorySha256 = kHash0;
   c.splitSpec = R"({"split_points":{"model.layers.1":"END"}})";
   c.optimizer = "adamw";
   c.hyper = {{"lr", 0.001}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}};
@@ -97,6 +98,7 @@ Checkpoint writeCheckpoint(const std::string& dir, const std::vector<std::vector
   Checkpoint c;
   c.step = 7;
   c.sourceSha256 = kHash1;
+  c.sourceDirectorySha256 = kHash0;
   c.splitSpec = "{}";
   c.optimizer = "sgd";
   c.hyper = {{"lr", 0.5}, {"momentum", 0.9}};
@@ -159,6 +161,13 @@ TEST_CASE("checkpoint json: to, from and to again give identical bytes", "[check
   CHECK(back.format == kCheckpointFormat);
   CHECK(back.step == 12);
   CHECK(back.sourceSha256 == kHash1);
+  CHECK(back.sourceDirectorySha256 == kHash0);
+  {
+    // Written before splits recorded the directory hash: still read.
+    OrderedJson old = OrderedJson::parse(text);
+    old.erase("source_directory_sha256");
+    CHECK(checkpointFromJson(old.dump(), "checkpoint.json").sourceDirectorySha256.empty());
+  }
   CHECK(back.splitSpec == c.splitSpec);
   CHECK(back.optimizer == "adamw");
   CHECK(back.hyper == c.hyper);
@@ -173,7 +182,7 @@ TEST_CASE("checkpoint json: to, from and to again give identical bytes", "[check
   CHECK(back.tiedGroups[0].stages == std::vector<uint32_t>{0, 1});
   // The fixed field order, format first.
   size_t last = 0;
-  for (const char* k : {"\"format\"", "\"step\"", "\"source_sha256\"", "\"split_spec\"", "\"optimizer\"", "\"hyper\"",
+  for (const char* k : {"\"format\"", "\"step\"", "\"source_sha256\"", "\"source_directory_sha256\"", "\"split_spec\"", "\"optimizer\"", "\"hyper\"",
                         "\"stages\"", "\"tied_groups\""}) {
     size_t at = text.find(k);
     CHECK(at != std::string::npos);
@@ -201,6 +210,8 @@ TEST_CASE("checkpoint json: malformed fields are refused naming the file and fie
   CHECK(whereOf(edited([](OrderedJson& j) { j["step"] = 1.5; })) == "step: expected an integer >= 0");
   CHECK(whereOf(edited([](OrderedJson& j) { j["source_sha256"] = "ABC"; })) ==
         "source_sha256: expected 64 lowercase hex digits (or empty)");
+  CHECK(whereOf(edited([](OrderedJson& j) { j["source_directory_sha256"] = "abc"; })) ==
+        "source_directory_sha256: expected 64 lowercase hex digits (or empty)");
   CHECK(whereOf(edited([](OrderedJson& j) { j["split_spec"] = OrderedJson::object(); })) ==
         "split_spec: expected a string");
   CHECK(whereOf(edited([](OrderedJson& j) { j.erase("optimizer"); })) == "optimizer: missing");
@@ -344,7 +355,7 @@ TEST_CASE("merge: tied copies are checked and written under every name; optimize
   for (const auto& e : f.tensors) keys.push_back(e.key);
   CHECK(keys == std::vector<std::string>{"embed.weight", "layers.0.w", "lm_head.weight", "norm.w", "output.weight"});
   CHECK(f.metadata ==
-        std::map<std::string, std::string>{{"format", "pipecut-merge-1"}, {"step", "7"}, {"source_sha256", kHash1}});
+        std::map<std::string, std::string>{{"format", "pipecut-merge-1"}, {"step", "7"}, {"source_sha256", kHash1}, {"source_directory_sha256", kHash0}});
   auto tensor = [&](const std::string& key) {
     for (const auto& e : f.tensors)
       if (e.key == key) return bytes.substr(f.dataOffset + e.begin, e.end - e.begin);

@@ -65,6 +65,7 @@ static bool operator==(const pipecut::SymbolRange& a, const pipecut::SymbolRange
 }
 static bool operator==(const Manifest& a, const Manifest& b) {
   return a.formatVersion == b.formatVersion && a.sourceModel == b.sourceModel && a.sourceSha256 == b.sourceSha256 &&
+         a.sourceDirectorySha256 == b.sourceDirectorySha256 &&
          a.torchVersion == b.torchVersion && a.schemaVersion == b.schemaVersion &&
          a.pipecutVersion == b.pipecutVersion && a.splitSpec == b.splitSpec && a.inputs == b.inputs &&
          a.outputs == b.outputs && a.inSpec == b.inSpec && a.outSpec == b.outSpec && a.stages == b.stages &&
@@ -133,6 +134,7 @@ Manifest fullManifest() {
   m.formatVersion = pipecut::kManifestFormatVersion;
   m.sourceModel = "models/mlp.pt2";
   m.sourceSha256 = std::string(64, 'e');
+  m.sourceDirectorySha256 = std::string(64, 'd');
   m.torchVersion = "2.11.0";
   m.schemaVersion = "8.17";
   m.pipecutVersion = "0.1.0";

@@ -1,5 +1,6 @@
 // Whole-package reading and writing over the fixture zoo.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "ir/verifier.h"
@@ -7,6 +8,8 @@
 #include "pt2/package.h"
 #include "pt2/pickle_check.h"
 #include "support/error.h"
+#include "support/sha256.h"
+#include "support/zip_directory.h"
 #include "test_util.h"
 
 using namespace pipecut;
@@ -137,4 +140,51 @@ TEST_CASE("pickles are walked before LibTorch's unpickler sees them", "[package]
         std::string::npos);
   CHECK(pickleProblem("p99999999999\n.").value().find("memo index 99999999999") != std::string::npos);
   CHECK(pickleProblem("").value() == "no STOP opcode (truncated pickle)");
+}
+
+TEST_CASE("a .pt2's directory hash covers its records' names, sizes and CRC-32s", "[package]") {
+  const std::string path = test::fixture("mlp");
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string id = support::zipDirectorySha256(path);
+  CHECK(id.size() == 64);
+  CHECK(id != support::zipDirectorySha256(test::fixture("cnn_bn")));
+  // The directory's offset: in the zip64 end record when there is one
+  // (PyTorch's writer always adds it), else in the end record.
+  size_t end = bytes.rfind(std::string("PK\x05\x06", 4));
+  size_t end64 = bytes.rfind(std::string("PK\x06\x06", 4));
+  REQUIRE(end != std::string::npos);
+  const size_t offsetField = end64 != std::string::npos ? end64 + 48 : end + 16;
+  size_t start = 0;
+  for (int i = end64 != std::string::npos ? 7 : 3; i >= 0; --i)
+    start = (start << 8) | static_cast<uint8_t>(bytes[offsetField + static_cast<size_t>(i)]);
+  REQUIRE(bytes.compare(start, 4, std::string("PK\x01\x02", 4)) == 0);  // a central header
+  CHECK(id == sha256Bytes(bytes.data() + start, bytes.size() - start));
+  const std::string tmp = (std::filesystem::temp_directory_path() / "pipecut_zip_directory.pt2").string();
+  // A record whose CRC-32 differs (as any change to its bytes makes it).
+  std::string edited = bytes;
+  edited[start + 16] = static_cast<char>(edited[start + 16] ^ 1);
+  writeFile(tmp, edited);
+  CHECK(support::zipDirectorySha256(tmp) != id);
+  auto fieldOf = [&](const std::string& content) -> std::string {
+    writeFile(tmp, content);
+    try {
+      support::zipDirectorySha256(tmp);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::InvalidInput);
+      CHECK(e.file() == tmp);
+      return e.where() + ": " + e.message();
+    }
+    return "accepted";
+  };
+  CHECK(fieldOf(bytes.substr(0, bytes.size() - 10)) == "end of central directory: missing: not a zip file");
+  CHECK(fieldOf("PK") == "end of central directory: missing: the file is too short to be a zip");
+  // A directory that claims to start elsewhere than where it does.
+  std::string shifted = bytes;
+  shifted[offsetField] = static_cast<char>(shifted[offsetField] + 1);
+  CHECK(fieldOf(shifted) == "end of central directory: the central directory does not end where the end records begin");
+  std::filesystem::remove(tmp);
 }

@@ -11,6 +11,7 @@
 #include "pt2/package.h"
 #include "support/files.h"
 #include "support/sha256.h"
+#include "support/zip_directory.h"
 #include "runtime/chain.h"
 #include "test_util.h"
 
@@ -305,6 +306,19 @@ TEST_CASE("preview prints the stages and writes nothing; --dot draws them", "[sp
   CHECK_THAT(text, Catch::Contains("s0 -> s3"));
 }
 
+TEST_CASE("split with hashSource (--hash-source) adds the whole source file's SHA-256 to the manifest", "[split]") {
+  driver::SplitRequest r;
+  r.model = test::fixture("mlp");
+  r.spec = specPath("mlp.2");
+  r.output = test::outPath("splits/hash_source");
+  r.pt2 = false;
+  r.hashSource = true;
+  Manifest m = driver::runSplit(r);
+  CHECK(m.sourceSha256 == sha256File(r.model));
+  CHECK(m.sourceDirectorySha256 == support::zipDirectorySha256(r.model));
+  CHECK(readManifest(r.output).sourceSha256 == m.sourceSha256);
+}
+
 TEST_CASE("a preview plans exactly the stages a split writes", "[split]") {
   // A preview builds no stage programs (it counts nodes on the source graph);
   // its manifest must still be the written one, less files and hashes.
@@ -322,8 +336,12 @@ TEST_CASE("a preview plans exactly the stages a split writes", "[split]") {
       r.preview = true;
       Manifest planned = driver::runSplit(r);
       for (auto& st : written.stages) st.files.clear();
-      written.sourceSha256.clear();
-      planned.sourceSha256.clear();
+      // A preview reads no source identity; a written split has the
+      // directory hash (and no whole-file hash without hashSource).
+      CHECK(written.sourceSha256.empty());
+      CHECK(written.sourceDirectorySha256 == support::zipDirectorySha256(r.model));
+      written.sourceDirectorySha256.clear();
+      CHECK(planned.sourceDirectorySha256.empty());
       CHECK(manifestToJson(planned) == manifestToJson(written));
     }
   }

@@ -191,7 +191,8 @@ MergeResult mergeCheckpoint(const MergeRequest& r) {
   for (const auto& [name, h] : out)
     refs.push_back({name, h.entry->dtype, h.entry->shape, h.data, h.entry->end - h.entry->begin});
   std::map<std::string, std::string> metadata = {
-      {"format", kMergeFormat}, {"step", std::to_string(c.step)}, {"source_sha256", c.sourceSha256}};
+      {"format", kMergeFormat}, {"step", std::to_string(c.step)}, {"source_sha256", c.sourceSha256},
+      {"source_directory_sha256", c.sourceDirectorySha256}};
 
   MergeResult result;
   result.tensors = refs.size();

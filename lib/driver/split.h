@@ -24,9 +24,12 @@ struct SplitRequest {
   bool inlineGradRegions = false;
   bool verifyEach = false;  // verify the graph after every pass
   bool preview = false;     // plan only: no files, no source hash
+  // Also the whole source file's SHA-256 (manifest source_sha256; it reads
+  // every weight). The manifest always has the cheap source_directory_sha256.
+  bool hashSource = false;
   std::string dotFile;      // also draw the stages (Graphviz)
   bool progress = false;    // a progress line on stderr while writing
-  unsigned jobs = 0;        // stage files written at once (0: the machine's cores)
+  unsigned jobs = 0;        // stage files written at once (0: two per core)
   // The caller exits right after: the program and its stage programs are left
   // to the OS instead of freed one node at a time (~0.5 s at 10^5 nodes).
   bool exitsAfter = false;

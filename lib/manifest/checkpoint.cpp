@@ -160,6 +160,7 @@ std::string checkpointToJson(const Checkpoint& c) {
   j["format"] = c.format;
   j["step"] = c.step;
   j["source_sha256"] = c.sourceSha256;
+  j["source_directory_sha256"] = c.sourceDirectorySha256;
   j["split_spec"] = c.splitSpec;
   j["optimizer"] = c.optimizer;
   OrderedJson hyper = OrderedJson::object();
@@ -187,7 +188,7 @@ Checkpoint checkpointFromJson(const std::string& text, const std::string& file) 
   Reader r(file);
   Json j = parseJson(r, text);
   if (!j.is_object()) r.fail("", "a checkpoint must be a JSON object");
-  r.onlyFields(j, "", {"format", "step", "source_sha256", "split_spec", "optimizer", "hyper", "stages", "tied_groups"});
+  r.onlyFields(j, "", {"format", "step", "source_sha256", "source_directory_sha256", "split_spec", "optimizer", "hyper", "stages", "tied_groups"});
 
   Checkpoint c;
   // The format first: a newer writer's file is better refused by its version
@@ -199,6 +200,12 @@ Checkpoint checkpointFromJson(const std::string& text, const std::string& file) 
   c.sourceSha256 = r.string(j, "", "source_sha256");
   if (!c.sourceSha256.empty() && !isSha256Hex(c.sourceSha256))
     r.fail("source_sha256", "expected 64 lowercase hex digits (or empty)");
+  // Absent in checkpoints written before splits recorded it.
+  if (j.contains("source_directory_sha256")) {
+    c.sourceDirectorySha256 = r.string(j, "", "source_directory_sha256");
+    if (!c.sourceDirectorySha256.empty() && !isSha256Hex(c.sourceDirectorySha256))
+      r.fail("source_directory_sha256", "expected 64 lowercase hex digits (or empty)");
+  }
   c.splitSpec = r.string(j, "", "split_spec");
   c.optimizer = r.string(j, "", "optimizer");
   if (c.optimizer.empty()) r.fail("optimizer", "empty (expected the optimizer's name: sgd, adamw)");

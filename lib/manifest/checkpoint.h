@@ -36,7 +36,8 @@ struct CheckpointStage {
 struct Checkpoint {
   std::string format = kCheckpointFormat;
   uint64_t step = 0;                 // optimizer steps taken since the split's weights
-  std::string sourceSha256;          // the manifest's source model hash
+  std::string sourceSha256;          // the manifest's source model hash (empty unless split --hash-source)
+  std::string sourceDirectorySha256; // the manifest's source_directory_sha256 (empty in older checkpoints)
   std::string splitSpec;             // the manifest's split spec (a checkpoint fits one split)
   std::string optimizer;             // "sgd" or "adamw"
   std::map<std::string, double> hyper;  // lr, momentum, weight_decay, beta1, beta2, eps
@@ -45,6 +46,7 @@ struct Checkpoint {
 };
 
 // Deterministic: fields in a fixed order (format, step, source_sha256,
+// source_directory_sha256,
 // split_spec, optimizer, hyper, stages [{index, file, sha256, bytes, tensors}],
 // tied_groups [{names, stages}]), hyper's keys sorted, two-space indentation,
 // a final newline; numbers in their shortest round-trip form, so
@@ -54,7 +56,8 @@ std::string checkpointToJson(const Checkpoint& c);
 // kCheckpointFormat, stage indices not 0..n-1 in order, a stage file that is
 // not a relative path inside the directory (absolute, ".", ".." or empty
 // components, or checkpoint.json) or is listed twice, a sha256 that is not 64
-// lowercase hex digits (source_sha256 may also be empty), a tensor name that
+// lowercase hex digits (source_sha256 and source_directory_sha256 may also
+// be empty; the latter may be absent), a tensor name that
 // is empty, holds '/' or is listed twice in a stage, tied-group stages out of
 // range. Throws pipecut::Error (InvalidInput) naming `file` and the offending
 // field ("stages[1].sha256").

@@ -109,6 +109,11 @@ struct SymbolRange {
 struct Manifest {
   uint32_t formatVersion = kManifestFormatVersion;
   std::string sourceModel;            // file name as given
+  // The source's identity. Always: the SHA-256 of its zip central directory
+  // (every record's name, size and CRC-32; support/zip_directory.h), cheap.
+  // The whole file's SHA-256 (as sha256sum prints it) only when asked for
+  // (split --hash-source), else empty: it reads every weight.
+  std::string sourceDirectorySha256;
   std::string sourceSha256;
   std::string torchVersion;
   std::string schemaVersion;          // "8.17"

@@ -119,6 +119,7 @@ pb::Manifest toProto(const Manifest& m) {
   out.set_format_version(m.formatVersion);
   out.set_source_model(m.sourceModel);
   out.set_source_sha256(m.sourceSha256);
+  out.set_source_directory_sha256(m.sourceDirectorySha256);
   out.set_torch_version(m.torchVersion);
   out.set_schema_version(m.schemaVersion);
   out.set_pipecut_version(m.pipecutVersion);
@@ -315,6 +316,7 @@ Manifest fromProto(const pb::Manifest& p) {
   m.formatVersion = p.format_version();
   m.sourceModel = p.source_model();
   m.sourceSha256 = p.source_sha256();
+  m.sourceDirectorySha256 = p.source_directory_sha256();
   m.torchVersion = p.torch_version();
   m.schemaVersion = p.schema_version();
   m.pipecutVersion = p.pipecut_version();

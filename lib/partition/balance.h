@@ -33,6 +33,7 @@ enum class BalanceBy { Params, Flops, Time };
 struct CostProfile {
   std::string file;
   std::string sourceModel, sourceSha256, device;
+  std::string sourceDirectorySha256;  // empty in profiles written before it existed
   std::unordered_map<std::string, double> ms;
   std::string transferMethod;
   double sendMsPerMiB = 0, recvMsPerMiB = 0;

@@ -33,6 +33,7 @@ CostProfile readCostProfile(const std::string& path) {
   p.file = path;
   p.sourceModel = text("source_model");
   p.sourceSha256 = text("source_sha256");
+  if (j.contains("source_directory_sha256")) p.sourceDirectorySha256 = text("source_directory_sha256");
   p.device = text("device");
   if (j.contains("transfer")) {
     const auto& t = j["transfer"];

@@ -324,6 +324,7 @@ ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
   r.path = profilePath;
   r.sourceModel = m.sourceModel;
   r.sourceSha256 = m.sourceSha256;
+  r.sourceDirectorySha256 = m.sourceDirectorySha256;
   r.device = device.str();
   r.threads = at::get_num_threads();
   r.iterations = o.iterations;
@@ -346,6 +347,7 @@ std::string profileJson(const ProfileReport& r) {
   j["version"] = 1;
   j["source_model"] = r.sourceModel;
   j["source_sha256"] = r.sourceSha256;
+  j["source_directory_sha256"] = r.sourceDirectorySha256;
   j["device"] = r.device;
   j["threads"] = r.threads;
   j["iterations"] = r.iterations;

@@ -19,7 +19,7 @@ struct NodeTime {
 
 struct ProfileReport {
   std::string path;    // the profile written
-  std::string sourceModel, sourceSha256;
+  std::string sourceModel, sourceSha256, sourceDirectorySha256;
   std::string device;
   int threads = 0, iterations = 0, warmup = 0;
   double totalMs = 0;    // sum of the node medians

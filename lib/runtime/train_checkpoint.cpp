@@ -39,6 +39,7 @@ Checkpoint header(const Manifest& m, uint64_t step, const OptimizerOptions& o) {
   Checkpoint c;
   c.step = step;
   c.sourceSha256 = m.sourceSha256;
+  c.sourceDirectorySha256 = m.sourceDirectorySha256;
   c.splitSpec = m.splitSpec;
   c.optimizer = o.name;
   c.hyper = {{"lr", o.lr}, {"weight_decay", o.weightDecay}};
@@ -98,10 +99,17 @@ uint64_t loadTrainCheckpoint(const std::string& path, const Manifest& m, const O
                              std::map<uint32_t, TrainableStage*>& local) {
   Checkpoint c = readCheckpoint(path);
   std::string json = path + "/checkpoint.json";
-  if (c.sourceSha256 != m.sourceSha256)
-    throw Error(ErrorKind::InvalidInput, json, "source_sha256",
-                "the checkpoint is of another model (" + c.sourceSha256.substr(0, 12) + "..., this split's is " +
-                    m.sourceSha256.substr(0, 12) + "...)");
+  // Each identity the checkpoint and the split both have must agree (the
+  // whole file's hash only exists with split --hash-source; checkpoints
+  // from before source_directory_sha256 lack that one).
+  auto sameModel = [&](const std::string& field, const std::string& ours, const std::string& theirs) {
+    if (ours.empty() || theirs.empty() || ours == theirs) return;
+    throw Error(ErrorKind::InvalidInput, json, field,
+                "the checkpoint is of another model (" + theirs.substr(0, 12) + "..., this split's is " +
+                    ours.substr(0, 12) + "...)");
+  };
+  sameModel("source_directory_sha256", m.sourceDirectorySha256, c.sourceDirectorySha256);
+  sameModel("source_sha256", m.sourceSha256, c.sourceSha256);
   if (c.splitSpec != m.splitSpec || c.stages.size() != m.stages.size())
     throw Error(ErrorKind::InvalidInput, json, "split_spec",
                 "the checkpoint is of another split of this model (" + std::to_string(c.stages.size()) + " stages, spec " +

@@ -82,7 +82,25 @@ void HashingWriter::writeAll(const void* data, size_t n) {
     if (k < 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
     p += k;
     n -= static_cast<size_t>(k);
+    written_ += static_cast<uint64_t>(k);
+    startWriteback();
   }
+}
+
+// Stage files of a large model are gigabytes of dirty pages. Left to the
+// kernel, they reach the disk only once the split is done (a `sync`, or the
+// writeback timer), so the disk idles while we hash and copy, and works alone
+// after. Asking for each written range to go out now (asynchronously: this
+// does not wait for the disk) overlaps the two. Best effort: a file system
+// without it changes nothing.
+void HashingWriter::startWriteback() {
+  constexpr uint64_t kWritebackChunk = 32u << 20;
+  if (written_ - writebackFrom_ < kWritebackChunk) return;
+#if defined(__linux__)
+  ::sync_file_range(fd_, static_cast<off64_t>(writebackFrom_), static_cast<off64_t>(written_ - writebackFrom_),
+                    SYNC_FILE_RANGE_WRITE);
+#endif
+  writebackFrom_ = written_;
 }
 
 std::string HashingWriter::finish() {

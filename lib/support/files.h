@@ -30,10 +30,12 @@ class HashingWriter {
  private:
   void flushBuffer();
   void writeAll(const void* data, size_t n);
+  void startWriteback();
   std::string path_;
   int fd_ = -1;
   std::string buffer_;
   uint64_t bytes_ = 0;
+  uint64_t written_ = 0, writebackFrom_ = 0;  // bytes handed to the kernel; start of the range not yet sent to disk
   Sha256 hash_;
 };
 

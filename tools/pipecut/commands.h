@@ -29,6 +29,7 @@ struct SplitOptions {
   bool noRecompute = false;
   bool inlineGradRegions = false;
   bool preview = false;
+  bool hashSource = false;
   std::string dotFile;
   bool verifyEach = false;
   bool quiet = false;

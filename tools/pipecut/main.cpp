@@ -53,9 +53,12 @@ int main(int argc, char** argv) {
                 "write .pt2 stages for LibTorch's NativeRT (pipecut-run --stage-format pt2): no_grad and "
                 "autocast-disabling regions inlined, maps of static length unrolled; inference only");
   spl->add_flag("--preview", split.preview, "print per-stage nodes, parameter bytes and boundary bytes; write nothing");
+  spl->add_flag("--hash-source", split.hashSource,
+                 "also record the whole .pt2's SHA-256 in the manifest (source_sha256, as sha256sum prints it; reads every "
+                 "weight). Without it the manifest identifies the source by source_directory_sha256 alone");
   spl->add_option("--dot", split.dotFile, "write a Graphviz drawing of the stages and the values between them");
   spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
-  spl->add_option("-j,--jobs", split.jobs, "stage files written at once (default: the machine's cores)");
+  spl->add_option("-j,--jobs", split.jobs, "stage files written at once (default: two per core)");
   spl->add_flag("-q,--quiet", split.quiet, "no progress line");
 
   cli::VerifyOptions verify;

@@ -39,6 +39,7 @@ int runSplit(const SplitOptions& o) {
   r.inlineGradRegions = o.inlineGradRegions;
   r.verifyEach = o.verifyEach;
   r.preview = o.preview;
+  r.hashSource = o.hashSource;
   r.dotFile = o.dotFile;
   r.jobs = o.jobs;
   r.progress = !o.quiet && support::stderrIsTerminal();
