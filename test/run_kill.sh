@@ -2,7 +2,8 @@
 # Killing one rank mid-run (SIGKILL) makes every other rank exit 5, naming the
 # failed peer, well within the timeout; a frozen (SIGSTOP) rank is found by its
 # silent heartbeat after about 5 s, long before the 30 s timeout, which is how
-# a dead peer is found under NCCL, whose transport does not notice it.
+# a dead peer is found under NCCL, whose transport does not notice it. Every
+# rank gets there by unwinding to a typed error, not by the fallback exit.
 # BACKEND: gloo (default) or gloo-strict.
 set -uo pipefail
 run=$1 src=$2 splits=$3 port=${4:-29950} out=$5 backend=${6:-gloo}
@@ -32,6 +33,11 @@ trial() {  # trial SIGNAL TIMEOUT MAX_SECONDS PATTERN
     if ((elapsed > limit)); then echo "FAIL ($sig): rank $r took ${elapsed}s (limit ${limit}s)"; fail=$((fail+1)); fi
     grep -q "$pattern" "$log.rank$r.log" ||
       { echo "FAIL ($sig): rank $r message:"; cat "$log.rank$r.log"; fail=$((fail+1)); }
+    # The rank ended by unwinding to a typed error (its blocked c10d calls
+    # interrupted), not by the last-resort exit under its threads.
+    if grep -q "did not unwind" "$log.rank$r.log"; then
+      echo "FAIL ($sig): rank $r needed the fallback exit:"; cat "$log.rank$r.log"; fail=$((fail+1))
+    fi
     echo "$backend $sig: rank $r exit $rc after ~${elapsed}s: $(head -1 "$log.rank$r.log")"
   done
   kill -9 "${pids[1]}" 2>/dev/null; wait "${pids[1]}" 2>/dev/null

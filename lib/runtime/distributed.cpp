@@ -1,5 +1,6 @@
 #include "runtime/distributed.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -169,7 +170,7 @@ void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag, const Sha
     std::lock_guard<std::mutex> lock(sendMu_);
     pending_.emplace_back(pg_->send(dv, dst, wireTag(tag, false)), dv);
     while (pending_.size() > window_) {
-      pending_.front().first->wait(timeout_);
+      waitWork(pending_.front().first);
       pending_.pop_front();
     }
     return;
@@ -190,7 +191,7 @@ void DistContext::sendUnchecked(const at::Tensor& t, int dst, int tag, const Sha
   pending_.emplace_back(w1, hv);
   pending_.emplace_back(w2, dv);
   while (pending_.size() > window_) {
-    pending_.front().first->wait(timeout_);
+    waitWork(pending_.front().first);
     pending_.pop_front();
   }
 }
@@ -220,11 +221,11 @@ at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device
   at::Device where = nccl() ? device : at::Device("cpu");
   if (shape.known) {
     std::vector<at::Tensor> dv{at::empty(shape.sizes, at::TensorOptions().dtype(shape.dtype).device(where))};
-    pg_->recv(dv, src, wireTag(tag, false))->wait(timeout_);
+    waitWork(pg_->recv(dv, src, wireTag(tag, false)));
     return dv[0];
   }
   std::vector<at::Tensor> hv{at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(where))};
-  pg_->recv(hv, src, wireTag(tag, true))->wait(timeout_);
+  waitWork(pg_->recv(hv, src, wireTag(tag, true)));
   at::Tensor header = hv[0].to(at::kCPU);
   auto h = header.accessor<int64_t, 1>();
   // Under an order-matched transport a receive that pairs with the wrong send
@@ -236,7 +237,7 @@ at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device
   for (int64_t d = 0; d < h[0]; ++d) sizes.push_back(h[1 + d]);
   auto dtype = static_cast<at::ScalarType>(h[kHeader - 2]);
   std::vector<at::Tensor> dv{at::empty(sizes, at::TensorOptions().dtype(dtype).device(where))};
-  pg_->recv(dv, src, wireTag(tag, false))->wait(timeout_);
+  waitWork(pg_->recv(dv, src, wireTag(tag, false)));
   return dv[0];
 }
 
@@ -245,9 +246,11 @@ void DistContext::flush() {
   std::lock_guard<std::mutex> lock(sendMu_);
   try {
     while (!pending_.empty()) {
-      pending_.front().first->wait(timeout_);
+      waitWork(pending_.front().first);
       pending_.pop_front();
     }
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
     throw PeerError(PeerError::Why::Lost, -1, "sending", "a peer failed or is unreachable: " + plainMessage(e));
   }
@@ -293,6 +296,51 @@ std::string DistContext::postedAbort() {
   }
 }
 
+void DistContext::waitWork(const c10::intrusive_ptr<c10d::Work>& work) {
+  // Why the wait was ended, when interrupt() ended it; read under the lock.
+  auto stopped = [this] {
+    return PeerError(PeerError::Why::Stopped, -1, "", interruptWhy_.empty() ? "stopped" : interruptWhy_);
+  };
+  {
+    std::lock_guard<std::mutex> lk(inflightMu_);
+    if (interrupted_) throw stopped();
+    inflight_.push_back(work);
+  }
+  bool done = false;
+  std::exception_ptr failure;
+  try {
+    done = work->wait(timeout_);  // false: aborted
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lk(inflightMu_);
+  inflight_.erase(std::find(inflight_.begin(), inflight_.end(), work));
+  if (interrupted_ || (!done && !failure)) throw stopped();
+  if (failure) std::rethrow_exception(failure);
+}
+
+void DistContext::interrupt(const std::string& why) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  {
+    std::lock_guard<std::mutex> lk(inflightMu_);
+    if (interrupted_) return;
+    interrupted_ = true;
+    interruptWhy_ = why;
+    works = inflight_;
+  }
+  if (nccl()) {
+    abortGroup();  // ends NCCL's kernels and the works waiting on them
+    return;
+  }
+  for (const auto& w : works) {
+    try {
+      w->abort();
+    } catch (...) {
+      // A work that completed meanwhile, or cannot abort: its wait ends anyway.
+    }
+  }
+}
+
 void DistContext::abortGroup() {
   try {
     if (pg_) pg_->abort();
@@ -311,11 +359,18 @@ void DistContext::watch(std::function<void(const std::string&)> onAbort) {
     std::map<int, std::pair<int64_t, Clock::time_point>> seen;
     for (int r = 0; r < env_.world; ++r)
       if (r != env_.rank) seen[r] = {-1, Clock::now()};
-    for (int tick = 0; !stopWatch_; ++tick) {
+    // onAbort once: the watcher's work is done when it has told why.
+    bool fired = false;
+    auto fire = [&](const std::string& why) {
+      fired = true;
+      onAbort(why);
+    };
+    for (int tick = 0; !stopWatch_ && !fired; ++tick) {
       try {
         if (store->check({"abort"})) {
           auto v = store->get("abort");
-          onAbort(std::string(v.begin(), v.end()));
+          fire(std::string(v.begin(), v.end()));
+          continue;
         }
         if (tick % 5 == 0) {
           // add() never blocks, unlike get() on a key not yet written.
@@ -330,12 +385,13 @@ void DistContext::watch(std::function<void(const std::string&)> onAbort) {
                                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last.second).count()) +
                                 " s";
               abort(why);  // so that every rank names the peer, not the store that may go with this rank
-              onAbort(why);
+              fire(why);
+              break;
             }
           }
         }
       } catch (const std::exception& e) {
-        if (!stopWatch_) onAbort("lost contact with the rendezvous store (" + firstLine(e.what()) + ")");
+        if (!stopWatch_) fire("lost contact with the rendezvous store (" + firstLine(e.what()) + ")");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

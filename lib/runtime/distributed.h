@@ -42,7 +42,9 @@ namespace pipecut::runtime {
 // abort the peer may have posted).
 class PeerError : public Error {
  public:
-  enum class Why { Lost, Timeout, Silent };
+  // Stopped: this rank ended the wait itself (DistContext::interrupt), the
+  // message being why (another rank's failure, or one of its own threads').
+  enum class Why { Lost, Timeout, Silent, Stopped };
   PeerError(Why why, int peer, const std::string& where, const std::string& message)
       : Error(ErrorKind::Internal, "", where, message), why_(why), peer_(peer) {}
   Why why() const { return why_; }
@@ -113,8 +115,16 @@ class DistContext {
   // The abort another rank posted, if any ("" when none): the root cause of
   // a failure here is often a peer that failed first.
   std::string postedAbort();
+  // Ends every c10d wait this rank is in, and any it starts later: each
+  // throws PeerError (Why::Stopped) with `why` as its message. Gloo's sends
+  // and receives are aborted one by one (c10d's Work::abort); under NCCL the
+  // group is aborted. Safe from any thread; the first call's `why` is kept.
+  // This is how a thread that learns the run is over (a peer's abort, a
+  // failed stage worker) ends the others' blocked calls, so that every
+  // thread unwinds to a typed error instead of the process exiting under it.
+  void interrupt(const std::string& why);
   // Starts the thread that watches for another rank's abort, the store's
-  // loss, and peers' heartbeats, and calls onAbort (which must not return).
+  // loss, and peers' heartbeats, and calls onAbort, once.
   // Every rank bumps its heartbeat counter in the store every 0.5 s; a peer
   // whose counter stands still for `silence` (5 s, or the timeout when that
   // is shorter) without having said it finished is declared dead. This is
@@ -130,6 +140,8 @@ class DistContext {
   int wireTag(int tag, bool header) const;
   void sendUnchecked(const at::Tensor& t, int dst, int tag, const Shape& shape);
   at::Tensor recvUnchecked(int src, int tag, const at::Device& device, const Shape& shape);
+  // Waits for `work` where interrupt() can end the wait (see there).
+  void waitWork(const c10::intrusive_ptr<c10d::Work>& work);
 
   DistEnv env_;
   std::string backend_;
@@ -144,6 +156,10 @@ class DistContext {
   size_t window_ = 16;
   int barrierCount_ = 0;
   std::atomic<bool> stopWatch_{false};
+  std::mutex inflightMu_;  // guards the three below
+  std::vector<c10::intrusive_ptr<c10d::Work>> inflight_;  // works being waited for
+  bool interrupted_ = false;
+  std::string interruptWhy_;
   std::thread watcher_;
 };
 

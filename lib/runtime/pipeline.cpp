@@ -60,7 +60,7 @@ class Engine {
     if (world_ > 1) {
       dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
                                             std::chrono::milliseconds(static_cast<int64_t>(o_.timeoutSeconds * 1000)));
-      dist_->watch([this](const std::string& why) { die("stopping: " + why); });
+      dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, kStopGrace); });
     }
     loadStages();
     setThreads();
@@ -72,7 +72,7 @@ class Engine {
       runIterations(o_.iterations);
     } catch (const std::exception& e) {
       // The stage threads are joined: the failure unwinds as a typed error.
-      if (dist_) failRank(*dist_, rank_, firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
+      if (dist_) failRankOn(*dist_, rank_, e);
       throw;
     }
     RunReport r = report();
@@ -81,9 +81,9 @@ class Engine {
   }
 
  private:
-  // See runtime/rank_exit.h.
-  [[noreturn]] void die(const std::string& why) { exitRank(dist_.get(), rank_, why); }
-  [[noreturn]] void stopAllRanks(const std::string& why, bool echo) { runtime::stopAllRanks(*dist_, rank_, why, echo); }
+  // How long the threads of a rank another rank stopped get to unwind before
+  // the process ends under them (runtime/rank_exit.h).
+  static constexpr std::chrono::milliseconds kStopGrace{5000};
 
   void setupPlacement() {
     DistEnv env = DistEnv::fromEnvironment();
@@ -231,6 +231,7 @@ class Engine {
     failed_ = false;
     firstError_.clear();
     firstInvalid_ = nullptr;
+    stoppedBy_.clear();
     t0_ = Clock::now();
 
     // One worker per local stage, and in a multi-process run the one thread
@@ -251,6 +252,7 @@ class Engine {
     // Bad input found by a stage keeps its kind (exit 2); anything else that
     // stopped a stage is the pipeline's failure.
     if (failed_ && firstInvalid_) std::rethrow_exception(firstInvalid_);
+    if (failed_ && !stoppedBy_.empty()) throw PeerError(PeerError::Why::Stopped, -1, "", stoppedBy_);
     if (failed_) throw Error(ErrorKind::Internal, "", "pipeline", firstError_);
     for (auto& [s, ls] : local_) {
       ls->timer.finish();  // the GPU's last kernels: the run ends when they do
@@ -275,26 +277,33 @@ class Engine {
       f();
     } catch (const Aborted&) {
     } catch (const PeerError& e) {
-      fail(e.what(), true);
+      if (e.why() == PeerError::Why::Stopped) {
+        std::lock_guard<std::mutex> lk(errMu_);
+        if (!failed_) stoppedBy_ = e.message();
+      }
+      fail(e.what());
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::InvalidInput) {
         std::lock_guard<std::mutex> lk(errMu_);
         if (!failed_) firstInvalid_ = std::current_exception();
       }
-      fail(e.what(), false);
+      fail(e.what());
     } catch (const std::exception& e) {
-      fail(e.what(), false);
+      fail(e.what());
     }
   }
 
-  void fail(const std::string& what, bool peer) {
+  void fail(const std::string& what) {
     {
       std::lock_guard<std::mutex> lk(errMu_);
       if (failed_) return;
       failed_ = true;
       firstError_ = firstLine(what);
     }
-    if (dist_) stopAllRanks(firstError_, peer);
+    // Every thread of this rank ends: those in c10d calls by the interrupt,
+    // those waiting on each other by the aborts. The run then ends in run()'s
+    // failRank, which tells the other ranks.
+    if (dist_) dist_->interrupt(firstError_);
     gate_->abort();
     for (auto& [s, ls] : local_) ls->mailbox->abort();
     if (comm_) comm_->abort();
@@ -578,6 +587,7 @@ class Engine {
   bool failed_ = false;
   std::string firstError_;
   std::exception_ptr firstInvalid_;  // the first failure, when it was bad input
+  std::string stoppedBy_;            // the first failure, when another rank's abort interrupted a wait: why
 };
 
 }  // namespace

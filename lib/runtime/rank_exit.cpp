@@ -36,12 +36,31 @@ std::string rootCause(DistContext& dist, const std::string& why, bool echo) {
 
 }  // namespace
 
-void stopAllRanks(DistContext& dist, int rank, const std::string& why, bool echo) {
-  exitRank(&dist, rank, rootCause(dist, why, echo));
+void failRankOn(DistContext& dist, int rank, const std::exception& e) {
+  const auto* peer = dynamic_cast<const PeerError*>(&e);
+  const bool stopped = peer && peer->why() == PeerError::Why::Stopped;
+  failRank(dist, rank, stopped ? peer->message() : firstLine(e.what()), peer != nullptr, stopped);
 }
 
-void failRank(DistContext& dist, int rank, const std::string& why, bool echo) {
-  std::string cause = rootCause(dist, why, echo);
+void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::milliseconds grace) {
+  dist.interrupt(why);
+  // The fallback must not touch `dist`: the run may be unwinding, and the
+  // context going away, by the time it wakes.
+  std::thread([rank, why, grace] {
+    std::this_thread::sleep_for(grace);
+    exitRank(nullptr, rank,
+             "stopping: " + why + " (this rank's threads did not unwind within " + std::to_string(grace.count()) + " ms)");
+  }).detach();
+}
+
+void failRank(DistContext& dist, int rank, const std::string& why, bool echo, bool stopped) {
+  std::string cause;
+  if (stopped) {
+    std::string prior = dist.postedAbort();
+    cause = "stopping: " + (prior.empty() ? why : prior);
+  } else {
+    cause = rootCause(dist, why, echo);
+  }
   dist.abortGroup();
   if (dist.hostsStore()) std::this_thread::sleep_for(std::chrono::milliseconds(700));
   throw Error(ErrorKind::RankFailed, "", "rank " + std::to_string(rank), cause);

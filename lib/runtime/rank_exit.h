@@ -7,6 +7,7 @@
 // aborted first so that no NCCL kernel waits on for a peer that is gone. The
 // rank that hosts the store lingers a moment, so that the others read why in
 // the store rather than just losing it.
+#include <chrono>
 #include <string>
 
 #include "runtime/distributed.h"
@@ -24,10 +25,21 @@ namespace pipecut::runtime {
 // that), else `why`, which it posts for the others. Aborts the process group
 // first. For a thread that can unwind; one that other threads may be
 // blocked behind (a failed stage worker) uses exitRank.
-[[noreturn]] void failRank(DistContext& dist, int rank, const std::string& why, bool echo);
+// stopped: the failure here is a wait DistContext::interrupt ended (a
+// PeerError of Why::Stopped, `why` its message): the message is the cause
+// only, "stopping: <posted abort, else why>".
+[[noreturn]] void failRank(DistContext& dist, int rank, const std::string& why, bool echo, bool stopped = false);
 
-// The same, ending the process at once (exit 5): for a failure seen while
-// other threads of this rank wait in c10d calls that nothing can interrupt.
-[[noreturn]] void stopAllRanks(DistContext& dist, int rank, const std::string& why, bool echo);
+// failRank for the exception that ended this rank's run: a PeerError is an
+// echo of a peer's failure (Why::Stopped: a wait a peer's abort ended);
+// anything else is this rank's own failure, posted for the others.
+[[noreturn]] void failRankOn(DistContext& dist, int rank, const std::exception& e);
+
+// For the rank whose run another rank ended (the watcher saw its abort or a
+// dead peer): interrupts this rank's c10d waits (DistContext::interrupt), so
+// that its threads unwind and the run ends in failRank(stopped = true). A
+// wait that nothing interrupts (a kernel, a store call) gets `grace`: then
+// the process ends as exitRank ends it.
+void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::milliseconds grace);
 
 }  // namespace pipecut::runtime

@@ -85,7 +85,9 @@ class Trainer {
     if (world_ > 1) {
       dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
                                             std::chrono::milliseconds(static_cast<int64_t>(o_.run.timeoutSeconds * 1000)));
-      dist_->watch([this](const std::string& why) { exitRank(dist_.get(), rank_, "stopping: " + why); });
+      // The c10d calls are all this thread's: the interrupt ends the one it
+      // waits in, and the failure unwinds to the catch below.
+      dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, std::chrono::milliseconds(5000)); });
     }
     try {
       loadStages();
@@ -105,7 +107,7 @@ class Trainer {
     } catch (const std::exception& e) {
       // One worker per process, this thread: nothing else waits on a peer,
       // so the failure unwinds to the CLI as a typed error (exit 5).
-      if (dist_) failRank(*dist_, rank_, firstLine(e.what()), dynamic_cast<const PeerError*>(&e) != nullptr);
+      if (dist_) failRankOn(*dist_, rank_, e);
       throw;
     }
     TrainReport r = report();
