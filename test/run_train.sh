@@ -175,7 +175,7 @@ while kill -0 "${pids[0]}" 2>/dev/null && ((SECONDS - t0 < 40)); do sleep 0.2; d
 kill -9 "${pids[0]}" 2>/dev/null
 wait "${pids[0]}"; rc=$?
 { wait "${pids[1]}"; } 2>/dev/null
-if [[ $rc -eq 5 ]] && ((SECONDS - t0 <= 15)) && grep -q "rank 1" "$out/kill.rank0.log"; then pass=$((pass+1)); else
+if [[ $rc -eq 5 ]] && ((SECONDS - t0 <= 15)) && grep -q "rank 1" "$out/kill.rank0.log" && ! grep -q "did not unwind" "$out/kill.rank0.log"; then pass=$((pass+1)); else
   echo "FAIL: rank 0 after rank 1 was killed: exit $rc after $((SECONDS - t0)) s:"; cat "$out/kill.rank0.log"; fail=$((fail+1)); fi
 
 # Bad requests.

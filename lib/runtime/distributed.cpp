@@ -112,6 +112,7 @@ DistContext::DistContext(const DistEnv& env, const std::string& backend, std::ch
 }
 
 DistContext::~DistContext() {
+  *alive_ = false;
   stopWatch_ = true;
   if (watcher_.joinable()) watcher_.join();
 }

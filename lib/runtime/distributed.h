@@ -20,6 +20,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -123,6 +124,9 @@ class DistContext {
   // failed stage worker) ends the others' blocked calls, so that every
   // thread unwinds to a typed error instead of the process exiting under it.
   void interrupt(const std::string& why);
+  // False once this context is destroyed: a fallback that outlives the run
+  // (rank_exit.h's stopRank) checks it, and touches nothing else.
+  std::shared_ptr<const std::atomic<bool>> aliveFlag() const { return alive_; }
   // Starts the thread that watches for another rank's abort, the store's
   // loss, and peers' heartbeats, and calls onAbort, once.
   // Every rank bumps its heartbeat counter in the store every 0.5 s; a peer
@@ -156,6 +160,7 @@ class DistContext {
   size_t window_ = 16;
   int barrierCount_ = 0;
   std::atomic<bool> stopWatch_{false};
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
   std::mutex inflightMu_;  // guards the three below
   std::vector<c10::intrusive_ptr<c10d::Work>> inflight_;  // works being waited for
   bool interrupted_ = false;

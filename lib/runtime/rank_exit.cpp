@@ -45,9 +45,12 @@ void failRankOn(DistContext& dist, int rank, const std::exception& e) {
 void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::milliseconds grace) {
   dist.interrupt(why);
   // The fallback must not touch `dist`: the run may be unwinding, and the
-  // context going away, by the time it wakes.
-  std::thread([rank, why, grace] {
+  // context gone, by the time it wakes. A run that unwound as far as
+  // destroying the context needs no fallback (a library caller, e.g. a
+  // test, lives on).
+  std::thread([rank, why, grace, alive = dist.aliveFlag()] {
     std::this_thread::sleep_for(grace);
+    if (!*alive) return;
     exitRank(nullptr, rank,
              "stopping: " + why + " (this rank's threads did not unwind within " + std::to_string(grace.count()) + " ms)");
   }).detach();

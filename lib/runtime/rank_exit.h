@@ -2,11 +2,13 @@
 // How a multi-process run ends after a failure: every rank exits with code 5
 // and prints the root cause. Shared by inference and training.
 //
-// A blocked c10d receive cannot be interrupted, so a failing rank tells the
-// others through the store and ends its own process; the process group is
-// aborted first so that no NCCL kernel waits on for a peer that is gone. The
-// rank that hosts the store lingers a moment, so that the others read why in
-// the store rather than just losing it.
+// A failing rank posts why in the store; every rank, its threads' blocked
+// c10d calls interrupted (DistContext::interrupt), unwinds to a typed error
+// (ErrorKind::RankFailed). The process group is aborted first so that no
+// NCCL kernel waits on for a peer that is gone. The rank that hosts the store
+// lingers a moment, so that the others read why in the store rather than
+// just losing it. Exiting the process under its threads (exitRank) is left
+// for a wait nothing interrupts.
 #include <chrono>
 #include <string>
 
@@ -23,8 +25,7 @@ namespace pipecut::runtime {
 // (echo: the failure seen here, a PeerError, is usually the echo of a peer
 // that failed first and is about to post why, so it waits a moment for
 // that), else `why`, which it posts for the others. Aborts the process group
-// first. For a thread that can unwind; one that other threads may be
-// blocked behind (a failed stage worker) uses exitRank.
+// first.
 // stopped: the failure here is a wait DistContext::interrupt ended (a
 // PeerError of Why::Stopped, `why` its message): the message is the cause
 // only, "stopping: <posted abort, else why>".
