@@ -81,9 +81,6 @@ class Engine {
   }
 
  private:
-  // How long the threads of a rank another rank stopped get to unwind before
-  // the process ends under them (runtime/rank_exit.h).
-  static constexpr std::chrono::milliseconds kStopGrace{5000};
 
   void setupPlacement() {
     DistEnv env = DistEnv::fromEnvironment();

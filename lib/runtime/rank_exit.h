@@ -43,4 +43,7 @@ namespace pipecut::runtime {
 // the process ends as exitRank ends it.
 void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::milliseconds grace);
 
+// The grace inference and training give their threads to unwind.
+inline constexpr std::chrono::milliseconds kStopGrace{5000};
+
 }  // namespace pipecut::runtime

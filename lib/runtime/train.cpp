@@ -87,7 +87,7 @@ class Trainer {
                                             std::chrono::milliseconds(static_cast<int64_t>(o_.run.timeoutSeconds * 1000)));
       // The c10d calls are all this thread's: the interrupt ends the one it
       // waits in, and the failure unwinds to the catch below.
-      dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, std::chrono::milliseconds(5000)); });
+      dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, kStopGrace); });
     }
     try {
       loadStages();
