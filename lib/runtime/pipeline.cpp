@@ -81,7 +81,6 @@ class Engine {
   }
 
  private:
-
   void setupPlacement() {
     DistEnv env = DistEnv::fromEnvironment();
     rank_ = env.rank;

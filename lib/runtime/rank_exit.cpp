@@ -9,19 +9,17 @@
 
 namespace pipecut::runtime {
 
-void exitRank(DistContext* dist, int rank, const std::string& why) {
+namespace {
+
+// Prints "pipecut-run: rank R: why" and exits 5 under the process's threads.
+// Only the first caller gets through; later ones wait for the exit.
+[[noreturn]] void exitRank(int rank, const std::string& why) {
   static std::atomic<bool> dying{false};
   if (dying.exchange(true))  // another thread is already ending the process
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::cerr << "pipecut-run: rank " << rank << ": " << why << std::endl;
-  if (dist) {
-    dist->abortGroup();
-    if (dist->hostsStore()) std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  }
   std::_Exit(5);
 }
-
-namespace {
 
 // The message every rank prints: a peer's posted abort when there is one.
 std::string rootCause(DistContext& dist, const std::string& why, bool echo) {
@@ -51,8 +49,7 @@ void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::
   std::thread([rank, why, grace, alive = dist.aliveFlag()] {
     std::this_thread::sleep_for(grace);
     if (!*alive) return;
-    exitRank(nullptr, rank,
-             "stopping: " + why + " (this rank's threads did not unwind within " + std::to_string(grace.count()) + " ms)");
+    exitRank(rank, "stopping: " + why + " (this rank's threads did not unwind within " + std::to_string(grace.count()) + " ms)");
   }).detach();
 }
 

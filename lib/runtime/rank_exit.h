@@ -7,18 +7,14 @@
 // (ErrorKind::RankFailed). The process group is aborted first so that no
 // NCCL kernel waits on for a peer that is gone. The rank that hosts the store
 // lingers a moment, so that the others read why in the store rather than
-// just losing it. Exiting the process under its threads (exitRank) is left
-// for a wait nothing interrupts.
+// just losing it. Exiting the process under its threads is left for a wait
+// nothing interrupts (stopRank's fallback).
 #include <chrono>
 #include <string>
 
 #include "runtime/distributed.h"
 
 namespace pipecut::runtime {
-
-// Prints "pipecut-run: rank R: why", aborts the group, exits 5. Only the
-// first caller in the process gets through; later ones wait for the exit.
-[[noreturn]] void exitRank(DistContext* dist, int rank, const std::string& why);
 
 // Ends the run on this rank with a typed error (ErrorKind::RankFailed, exit
 // 5 in the CLI) naming the root cause: the abort a peer posted, if any
@@ -40,7 +36,7 @@ namespace pipecut::runtime {
 // dead peer): interrupts this rank's c10d waits (DistContext::interrupt), so
 // that its threads unwind and the run ends in failRank(stopped = true). A
 // wait that nothing interrupts (a kernel, a store call) gets `grace`: then
-// the process ends as exitRank ends it.
+// the process prints why and exits 5 under its threads.
 void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::milliseconds grace);
 
 // The grace inference and training give their threads to unwind.
