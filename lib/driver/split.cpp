@@ -24,8 +24,8 @@
 #include "support/phase_times.h"
 #include "support/progress.h"
 #include "support/sha256.h"
-#include "support/zip_directory.h"
 #include "support/staging.h"
+#include "support/zip_directory.h"
 
 namespace pipecut::driver {
 
@@ -80,10 +80,16 @@ StageFile writeStageFile(const fs::path& dir, const std::string& file, const std
 
 namespace {
 
-// The spec the balancer chooses, in place of a file.
-// `sourceHash` receives the source's SHA-256 when checking a profile needed it.
+// The source's identities (manifest source_directory_sha256, source_sha256)
+// as far as they have been computed: each is computed once.
+struct SourceHashes {
+  std::string directory, file;
+};
+
+// The spec the balancer chooses, in place of a file. `hashes` receives the
+// source identity that checking a profile needed.
 partition::BalanceResult balanceCuts(const SplitRequest& r, const pt2::Package& pkg, const ir::ModuleTree& tree,
-                                     std::string& sourceHash) {
+                                     SourceHashes& hashes) {
   support::ScopedPhase phase("balance");
   partition::CostProfile profile;
   partition::BalanceRequest br;
@@ -98,7 +104,8 @@ partition::BalanceResult balanceCuts(const SplitRequest& r, const pt2::Package& 
     const bool byDirectory = !profile.sourceDirectorySha256.empty();
     const std::string field = byDirectory ? "source_directory_sha256" : "source_sha256";
     const std::string& theirs = byDirectory ? profile.sourceDirectorySha256 : profile.sourceSha256;
-    std::string hash = byDirectory ? support::zipDirectorySha256(r.model) : (sourceHash = sha256File(r.model));
+    const std::string& hash = byDirectory ? (hashes.directory = support::zipDirectorySha256(r.model))
+                                          : (hashes.file = sha256File(r.model));
     if (theirs != hash)
       throw Error(ErrorKind::InvalidInput, r.costProfile, field,
                   "the profile was measured on another model (" + profile.sourceModel + ", " + field + " " +
@@ -130,10 +137,10 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
   } catch (const Error& e) {
     e.rethrowWithFile(r.model);
   }
-  std::string sourceHash;
+  SourceHashes hashes;
   partition::BalanceResult chosen;
   if (balancing) {
-    chosen = balanceCuts(r, pkg, tree, sourceHash);
+    chosen = balanceCuts(r, pkg, tree, hashes);
     spec = chosen.spec;
   }
   partition::Carving carving;
@@ -185,8 +192,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
     };
     std::vector<Slot> slots;
     std::vector<std::function<void()>> tasks;
-    m.sourceDirectorySha256 = support::zipDirectorySha256(r.model);
-    if (!sourceHash.empty()) m.sourceSha256 = sourceHash;
+    m.sourceDirectorySha256 = hashes.directory.empty() ? support::zipDirectorySha256(r.model) : hashes.directory;
+    if (!hashes.file.empty()) m.sourceSha256 = hashes.file;
     else if (r.hashSource) tasks.emplace_back([&] { m.sourceSha256 = sha256File(r.model); });
     for (auto& stage : carving.stages) {
       std::string name = stageName(stage.info.index);
