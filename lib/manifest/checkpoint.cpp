@@ -197,15 +197,14 @@ Checkpoint checkpointFromJson(const std::string& text, const std::string& file) 
   if (c.format != kCheckpointFormat)
     r.fail("format", "'" + c.format + "' is not a format this pipecut reads (" + kCheckpointFormat + ")");
   c.step = r.unsignedInt(j, "", "step");
-  c.sourceSha256 = r.string(j, "", "source_sha256");
-  if (!c.sourceSha256.empty() && !isSha256Hex(c.sourceSha256))
-    r.fail("source_sha256", "expected 64 lowercase hex digits (or empty)");
+  auto sourceHash = [&](const char* field) {  // empty, or 64 hex digits
+    std::string h = r.string(j, "", field);
+    if (!h.empty() && !isSha256Hex(h)) r.fail(field, "expected 64 lowercase hex digits (or empty)");
+    return h;
+  };
+  c.sourceSha256 = sourceHash("source_sha256");
   // Absent in checkpoints written before splits recorded it.
-  if (j.contains("source_directory_sha256")) {
-    c.sourceDirectorySha256 = r.string(j, "", "source_directory_sha256");
-    if (!c.sourceDirectorySha256.empty() && !isSha256Hex(c.sourceDirectorySha256))
-      r.fail("source_directory_sha256", "expected 64 lowercase hex digits (or empty)");
-  }
+  if (j.contains("source_directory_sha256")) c.sourceDirectorySha256 = sourceHash("source_directory_sha256");
   c.splitSpec = r.string(j, "", "split_spec");
   c.optimizer = r.string(j, "", "optimizer");
   if (c.optimizer.empty()) r.fail("optimizer", "empty (expected the optimizer's name: sgd, adamw)");
