@@ -62,25 +62,22 @@ HashingWriter::~HashingWriter() {
 
 size_t HashingWriter::write(const void* data, size_t n) {
   bytes_ += n;
-  if (buffer_.size() + n <= kBuffer) {
+  if (n < kBuffer) {
     hash_.update(data, n);
+    if (buffer_.size() + n > kBuffer) flushBuffer();
     buffer_.append(static_cast<const char*>(data), n);
-  } else if (n < kBuffer) {
-    hash_.update(data, n);
-    flushBuffer();
-    buffer_.append(static_cast<const char*>(data), n);
-  } else {
-    // A large record (a weight of hundreds of MB): hashed and written a
-    // piece at a time, so that write() copies bytes the hash just brought
-    // into the cache instead of reading the record from memory a second time.
-    flushBuffer();
-    const char* p = static_cast<const char*>(data);
-    for (size_t done = 0; done < n;) {
-      size_t k = std::min(kPiece, n - done);
-      hash_.update(p + done, k);
-      writeAll(p + done, k);
-      done += k;
-    }
+    return n;
+  }
+  // A large record (a weight of hundreds of MB): hashed and written a piece
+  // at a time, so that write() copies bytes the hash just brought into the
+  // cache instead of reading the record from memory a second time.
+  flushBuffer();
+  const char* p = static_cast<const char*>(data);
+  for (size_t done = 0; done < n;) {
+    size_t k = std::min(kPiece, n - done);
+    hash_.update(p + done, k);
+    writeAll(p + done, k);
+    done += k;
   }
   return n;
 }
