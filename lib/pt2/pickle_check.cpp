@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "support/little_endian.h"
+
 namespace pipecut::pt2 {
 
 namespace {
@@ -55,12 +57,6 @@ struct Table {
   }
 };
 
-uint64_t littleEndian(std::string_view s, size_t at, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + static_cast<size_t>(i)]);
-  return v;
-}
-
 std::string hex(unsigned char c) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "0x%02x", c);
@@ -85,12 +81,12 @@ std::optional<std::string> pickleProblem(std::string_view p) {
         break;
       case Arg::Fixed:
         if (p.size() - at < static_cast<size_t>(op.bytes)) return "opcode " + hex(c) + where + " is cut short";
-        memoIndex = littleEndian(p, at, op.bytes);
+        memoIndex = support::littleEndian(p.data() + at, op.bytes);
         at += static_cast<size_t>(op.bytes);
         break;
       case Arg::Counted: {
         if (p.size() - at < static_cast<size_t>(op.bytes)) return "opcode " + hex(c) + where + " is cut short";
-        uint64_t n = littleEndian(p, at, op.bytes);
+        uint64_t n = support::littleEndian(p.data() + at, op.bytes);
         at += static_cast<size_t>(op.bytes);
         if (n > p.size() - at)
           return "opcode " + hex(c) + where + " claims " + std::to_string(n) + " bytes, " +

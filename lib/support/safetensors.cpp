@@ -6,6 +6,7 @@
 
 #include "support/error.h"
 #include "support/files.h"
+#include "support/little_endian.h"
 
 namespace pipecut::support {
 
@@ -27,8 +28,7 @@ int safetensorsItemSize(std::string_view code) {
 SafetensorsFile parseSafetensors(std::string_view bytes) {
   using Json = nlohmann::json;
   if (bytes.size() < 8) invalidInput("", "too short for a safetensors file (" + std::to_string(bytes.size()) + " bytes)");
-  uint64_t headerLen = 0;
-  for (int i = 7; i >= 0; --i) headerLen = (headerLen << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  const uint64_t headerLen = littleEndian(bytes.data(), 8);
   if (headerLen > kMaxHeader) invalidInput("header", "header length " + std::to_string(headerLen) + " exceeds 100 MiB");
   if (headerLen > bytes.size() - 8)
     invalidInput("header", "header length " + std::to_string(headerLen) + " runs past the end of the file");

@@ -11,24 +11,19 @@
 #include <vector>
 
 #include "support/error.h"
+#include "support/little_endian.h"
 #include "support/sha256.h"
 
 namespace pipecut::support {
 
 namespace {
 
-// Little-endian fields of the zip format (APPNOTE 4.3.14 - 4.3.16).
+// Signatures and sizes of the zip format's end records (APPNOTE 4.3.14 - 4.3.16).
 constexpr uint32_t kEndSignature = 0x06054b50;         // end of central directory
 constexpr uint32_t kZip64LocatorSignature = 0x07064b50;
 constexpr uint32_t kZip64EndSignature = 0x06064b50;
 constexpr size_t kEndSize = 22, kLocatorSize = 20, kZip64EndSize = 56;
 constexpr size_t kMaxComment = 0xffff;
-
-uint64_t le(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 class File {
  public:
@@ -76,28 +71,28 @@ std::string zipDirectorySha256(const std::string& path) {
   std::vector<uint8_t> tail = f.read(tailStart, tailSize);
   int64_t end = -1;
   for (int64_t i = static_cast<int64_t>(tailSize - kEndSize); i >= 0; --i)
-    if (le(&tail[static_cast<size_t>(i)], 4) == kEndSignature &&
-        static_cast<uint64_t>(i) + kEndSize + le(&tail[static_cast<size_t>(i) + 20], 2) == tailSize) {
+    if (littleEndian(&tail[static_cast<size_t>(i)], 4) == kEndSignature &&
+        static_cast<uint64_t>(i) + kEndSize + littleEndian(&tail[static_cast<size_t>(i) + 20], 2) == tailSize) {
       end = i;
       break;
     }
   if (end < 0) f.fail("end of central directory", "missing: not a zip file");
   const uint8_t* e = &tail[static_cast<size_t>(end)];
   const uint64_t endPos = tailStart + static_cast<uint64_t>(end);
-  uint64_t cdSize = le(e + 12, 4), cdOffset = le(e + 16, 4);
+  uint64_t cdSize = littleEndian(e + 12, 4), cdOffset = littleEndian(e + 16, 4);
   uint64_t recordsPos = endPos;  // where the end records begin: the directory ends there
   // Zip64 records, when present, sit between the directory and the end
   // record, and hold the directory's true size and offset.
   const bool needZip64 = cdSize == 0xffffffff || cdOffset == 0xffffffff;
   std::vector<uint8_t> loc = endPos >= kLocatorSize ? f.read(endPos - kLocatorSize, kLocatorSize) : std::vector<uint8_t>{};
-  if (!loc.empty() && le(loc.data(), 4) == kZip64LocatorSignature) {
-    uint64_t z64 = le(loc.data() + 8, 8);
+  if (!loc.empty() && littleEndian(loc.data(), 4) == kZip64LocatorSignature) {
+    uint64_t z64 = littleEndian(loc.data() + 8, 8);
     if (z64 > endPos - kLocatorSize || endPos - kLocatorSize - z64 < kZip64EndSize)
       f.fail("zip64 end of central directory locator", "points outside the file");
     std::vector<uint8_t> rec = f.read(z64, kZip64EndSize);
-    if (le(rec.data(), 4) != kZip64EndSignature) f.fail("zip64 end of central directory", "missing");
-    cdSize = le(rec.data() + 40, 8);
-    cdOffset = le(rec.data() + 48, 8);
+    if (littleEndian(rec.data(), 4) != kZip64EndSignature) f.fail("zip64 end of central directory", "missing");
+    cdSize = littleEndian(rec.data() + 40, 8);
+    cdOffset = littleEndian(rec.data() + 48, 8);
     recordsPos = z64;
   } else if (needZip64) {
     f.fail("zip64 end of central directory locator", "missing");
