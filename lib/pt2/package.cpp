@@ -23,6 +23,8 @@ ByteView Blob::view() const {
   return ByteView{reinterpret_cast<const uint8_t*>(inlineBytes.data()), inlineBytes.size()};
 }
 
+std::optional<uint32_t> Blob::crc32() const { return source ? source->crc32(record) : std::nullopt; }
+
 uint64_t StoredTensor::logicalBytes() const {
   if (!meta) return 0;
   auto n = meta->numel();
@@ -205,24 +207,26 @@ void writePackage(const Package& pkg, const std::function<size_t(const void*, si
   PayloadPlan constants = planPayload(pkg.constants, keep, "tensor_");
 
   ArchiveWriter w(sink);
+  // Copied records keep their source's CRC-32: the writer need not read
+  // gigabytes of weights once more to compute it.
   for (const auto& [name, blob] : weights.records) {
     ByteView v = blob->view();
-    w.add(kWeightsDir + name, v.data, v.size);
+    w.add(kWeightsDir + name, v.data, v.size, blob->crc32());
   }
   w.add(std::string(kWeightsDir) + m + "_weights_config.json", dumpJson(weights.config));
   for (const auto& [name, blob] : constants.records) {
     ByteView v = blob->view();
-    w.add(kConstantsDir + name, v.data, v.size);
+    w.add(kConstantsDir + name, v.data, v.size, blob->crc32());
   }
   w.add(std::string(kConstantsDir) + m + "_constants_config.json", dumpJson(constants.config));
   w.add("models/" + m + ".json", dumpJson(serializeProgram(pkg.program)));
   {
     ByteView v = pkg.sampleInputs ? pkg.sampleInputs->view() : ByteView{};
-    w.add("data/sample_inputs/" + m + ".pt", v.data, v.size);
+    w.add("data/sample_inputs/" + m + ".pt", v.data, v.size, pkg.sampleInputs ? pkg.sampleInputs->crc32() : std::nullopt);
   }
   for (const auto& [name, blob] : pkg.extra) {
     ByteView v = blob.view();
-    w.add("extra/" + name, v.data, v.size);
+    w.add("extra/" + name, v.data, v.size, blob.crc32());
   }
   w.add("archive_format", std::string_view("pt2"));
   w.add("archive_version", std::string_view("0"));

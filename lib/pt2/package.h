@@ -20,6 +20,9 @@ struct Blob {
   std::string inlineBytes;
   ByteView view() const;
   size_t size() const { return view().size; }
+  // The source record's CRC-32 from its archive's directory; nullopt for
+  // inline bytes or a memory-backed source.
+  std::optional<uint32_t> crc32() const;
 };
 
 struct StoredTensor {

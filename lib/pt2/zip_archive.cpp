@@ -13,6 +13,7 @@
 #include <zip.h>
 
 #include "support/error.h"
+#include "support/zip_directory.h"
 
 namespace pipecut::pt2 {
 
@@ -108,6 +109,12 @@ std::shared_ptr<ArchiveReader> ArchiveReader::open(const std::string& path) {
   }
   std::sort(names.begin(), names.end());
   a->records_ = std::move(names);
+  // Record CRC-32s, for writers that copy records (pt2/zip_writer.cpp); the
+  // reader above already accepted this directory.
+  for (auto& e : support::zipDirectoryEntries(path)) {
+    size_t slash = e.name.find('/');
+    if (slash != std::string::npos) a->crcs_.emplace(e.name.substr(slash + 1), e.crc32);
+  }
 
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
@@ -141,6 +148,12 @@ size_t ArchiveReader::size(const std::string& name) const {
   }
 }
 
+std::optional<uint32_t> ArchiveReader::crc32(const std::string& name) const {
+  auto it = crcs_.find(name);
+  if (it == crcs_.end()) return std::nullopt;
+  return it->second;
+}
+
 ByteView ArchiveReader::bytes(const std::string& name) const {
   if (!has(name)) throw Error(ErrorKind::InvalidInput, path_, name, "missing record");
   if (!impl_) return memory_.at(name).bytes;
@@ -154,34 +167,6 @@ ByteView ArchiveReader::bytes(const std::string& name) const {
   if (offset > mapSize_ || n > mapSize_ - offset)
     throw Error(ErrorKind::InvalidInput, path_, name, "record extends past the end of the file (truncated archive)");
   return ByteView{map_ + offset, n};
-}
-
-struct ArchiveWriter::Impl {
-  std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> writer;
-};
-
-ArchiveWriter::ArchiveWriter(std::function<size_t(const void*, size_t)> sink) : impl_(std::make_unique<Impl>()) {
-  impl_->writer = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(std::move(sink));
-  // torch's PT2 archive writer asks for container version 6; match it.
-  impl_->writer->setMinVersion(6);
-}
-
-ArchiveWriter::~ArchiveWriter() = default;
-
-void ArchiveWriter::add(const std::string& name, const void* data, size_t size) {
-  try {
-    impl_->writer->writeRecord(name, data, size);
-  } catch (const c10::Error& e) {
-    internalError(name, "writing record failed: " + firstLine(e.what_without_backtrace()));
-  }
-}
-
-void ArchiveWriter::finish() {
-  try {
-    impl_->writer->writeEndOfFile();
-  } catch (const c10::Error& e) {
-    internalError("", "finishing archive failed: " + firstLine(e.what_without_backtrace()));
-  }
 }
 
 }  // namespace pipecut::pt2

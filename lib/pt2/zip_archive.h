@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,9 @@ class ArchiveReader {
   size_t size(const std::string& name) const;
   // Zero-copy: the file is memory-mapped, and records are stored uncompressed.
   ByteView bytes(const std::string& name) const;
+  // The record's CRC-32 as the central directory states it (unchecked
+  // against the bytes); nullopt for a memory-backed record.
+  std::optional<uint32_t> crc32(const std::string& name) const;
   std::string text(const std::string& name) const { return std::string(bytes(name).str()); }
   // Readable bytes of the mapping after `view` (a view from bytes()): a JSON
   // parser that reads ahead in blocks can parse a record in place when the
@@ -66,19 +70,25 @@ class ArchiveReader {
   std::string path_, top_;
   std::vector<std::string> records_;
   std::map<std::string, MemoryRecord> memory_;  // memory-backed archives only
+  std::map<std::string, uint32_t> crcs_;        // by name relative to the top folder
   const uint8_t* map_ = nullptr;
   size_t mapSize_ = 0;
 };
 
-// Writes records to a stream function; the top folder is always "archive"
-// (what torch itself uses for in-memory archives), so the bytes do not depend
-// on the output file's name.
+// Writes records to a stream function, the bytes LibTorch's
+// PyTorchStreamWriter would write (pt2/zip_writer.cpp); the top folder is
+// always "archive" (what torch itself uses for in-memory archives), so the
+// bytes do not depend on the output file's name.
 class ArchiveWriter {
  public:
   explicit ArchiveWriter(std::function<size_t(const void*, size_t)> sink);
   ~ArchiveWriter();
-  void add(const std::string& name, const void* data, size_t size);
+  // `crc32`: the bytes' CRC-32 when the caller knows it (a record copied
+  // from a source archive: ArchiveReader::crc32), else computed here.
+  void add(const std::string& name, const void* data, size_t size, std::optional<uint32_t> crc32 = {});
   void add(const std::string& name, std::string_view text) { add(name, text.data(), text.size()); }
+  // The version, byte order and serialization id records, the central
+  // directory and the end records.
   void finish();
 
  private:

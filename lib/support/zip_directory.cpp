@@ -22,6 +22,7 @@ namespace {
 constexpr uint32_t kEndSignature = 0x06054b50;         // end of central directory
 constexpr uint32_t kZip64LocatorSignature = 0x07064b50;
 constexpr uint32_t kZip64EndSignature = 0x06064b50;
+constexpr uint32_t kCentralSignature = 0x02014b50;
 constexpr size_t kEndSize = 22, kLocatorSize = 20, kZip64EndSize = 56;
 constexpr size_t kMaxComment = 0xffff;
 
@@ -60,10 +61,13 @@ class File {
   uint64_t size_ = 0;
 };
 
-}  // namespace
+// Where the central directory lies: [offset, offset + size), followed
+// directly by the end records.
+struct Directory {
+  uint64_t offset = 0, size = 0;
+};
 
-std::string zipDirectorySha256(const std::string& path) {
-  File f(path);
+Directory locateDirectory(const File& f) {
   if (f.size() < kEndSize) f.fail("end of central directory", "missing: the file is too short to be a zip");
   // The end record is the last thing in the file but for its comment.
   uint64_t tailSize = std::min<uint64_t>(f.size(), kEndSize + kMaxComment);
@@ -100,10 +104,39 @@ std::string zipDirectorySha256(const std::string& path) {
   // Also bounds what is read below by the directory's own size.
   if (cdOffset > recordsPos || cdSize != recordsPos - cdOffset)
     f.fail("end of central directory", "the central directory does not end where the end records begin");
+  return {cdOffset, cdSize};
+}
+
+}  // namespace
+
+std::string zipDirectorySha256(const std::string& path) {
+  File f(path);
+  Directory d = locateDirectory(f);
   // From the directory's start to the end: directory, zip64 records, end
   // record and comment.
-  std::vector<uint8_t> bytes = f.read(cdOffset, f.size() - cdOffset);
+  std::vector<uint8_t> bytes = f.read(d.offset, f.size() - d.offset);
   return sha256Bytes(bytes.data(), bytes.size());
+}
+
+std::vector<ZipEntry> zipDirectoryEntries(const std::string& path) {
+  File f(path);
+  Directory d = locateDirectory(f);
+  std::vector<uint8_t> cd = f.read(d.offset, d.size);
+  std::vector<ZipEntry> out;
+  constexpr size_t kHeader = 46;  // APPNOTE 4.3.12, before the name
+  for (size_t at = 0; at < cd.size();) {
+    const std::string field = "central directory entry " + std::to_string(out.size());
+    if (cd.size() - at < kHeader || littleEndian(&cd[at], 4) != kCentralSignature) f.fail(field, "malformed");
+    size_t nameLen = littleEndian(&cd[at + 28], 2), extraLen = littleEndian(&cd[at + 30], 2),
+           commentLen = littleEndian(&cd[at + 32], 2);
+    if (cd.size() - at - kHeader < nameLen + extraLen + commentLen) f.fail(field, "runs past the directory's end");
+    ZipEntry e;
+    e.crc32 = static_cast<uint32_t>(littleEndian(&cd[at + 16], 4));
+    e.name.assign(reinterpret_cast<const char*>(&cd[at + kHeader]), nameLen);
+    out.push_back(std::move(e));
+    at += kHeader + nameLen + extraLen + commentLen;
+  }
+  return out;
 }
 
 }  // namespace pipecut::support

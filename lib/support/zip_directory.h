@@ -5,7 +5,9 @@
 // to CRC collisions: an identity for telling models apart, not a defence
 // against a forger). It reads kilobytes where hashing the file reads all of
 // it: 2 GB of a 7B model's weights took ~1.4 s of CPU per split.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pipecut::support {
 
@@ -13,5 +15,13 @@ namespace pipecut::support {
 // the zip field at fault when the file has no readable end of central
 // directory, or one pointing outside the file.
 std::string zipDirectorySha256(const std::string& path);
+
+struct ZipEntry {
+  std::string name;  // as stored: top folder included
+  uint32_t crc32 = 0;
+};
+// The central directory's entries in order. Same errors, and a malformed
+// entry named by its index ("central directory entry 3").
+std::vector<ZipEntry> zipDirectoryEntries(const std::string& path);
 
 }  // namespace pipecut::support

@@ -1,0 +1,193 @@
+// pt2/zip_writer.cpp against LibTorch's PyTorchStreamWriter: the same records
+// must give the same bytes, the zip64 layouts included (a stage of a 70B
+// model is a zip past 4 GiB).
+#include <sys/mman.h>
+#include <zlib.h>
+
+#include <caffe2/serialize/inline_container.h>
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pt2/zip_archive.h"
+#include "support/error.h"
+#include "support/zip_directory.h"
+#include "test_util.h"
+
+using pipecut::pt2::ArchiveWriter;
+
+namespace {
+
+struct Record {
+  std::string name;
+  const void* data;
+  size_t size;
+  std::optional<uint32_t> crc;  // handed to ArchiveWriter when set
+};
+
+// What a writer emitted: small writes as bytes, large ones (record data) as
+// the buffer they came from, so gigabytes compare without being hashed.
+// Adjacent small writes merge, so the writers may cut their writes
+// differently.
+struct Stream {
+  struct Piece {
+    std::string bytes;
+    const void* big = nullptr;
+    size_t bigSize = 0;
+    bool operator==(const Piece&) const = default;
+  };
+  std::vector<Piece> pieces;
+  size_t total = 0;
+
+  size_t write(const void* p, size_t n) {
+    total += n;
+    if (n > (1u << 20)) {
+      pieces.push_back(Piece{{}, p, n});
+    } else {
+      if (pieces.empty() || pieces.back().big) pieces.emplace_back();
+      pieces.back().bytes.append(static_cast<const char*>(p), n);
+    }
+    return n;
+  }
+};
+
+Stream viaTorch(const std::vector<Record>& records) {
+  Stream s;
+  caffe2::serialize::PyTorchStreamWriter w([&](const void* p, size_t n) { return s.write(p, n); });
+  w.setMinVersion(6);
+  for (const auto& r : records) w.writeRecord(r.name, r.data, r.size);
+  w.writeEndOfFile();
+  return s;
+}
+
+Stream viaPipecut(const std::vector<Record>& records) {
+  Stream s;
+  ArchiveWriter w([&](const void* p, size_t n) { return s.write(p, n); });
+  for (const auto& r : records) w.add(r.name, r.data, r.size, r.crc);
+  w.finish();
+  return s;
+}
+
+uint32_t crcOf(const void* p, size_t n) { return static_cast<uint32_t>(crc32_z(0, static_cast<const Bytef*>(p), n)); }
+
+void requireSame(const std::vector<Record>& records) {
+  Stream a = viaTorch(records), b = viaPipecut(records);
+  REQUIRE(a.total == b.total);
+  REQUIRE(a.pieces.size() == b.pieces.size());
+  for (size_t i = 0; i < a.pieces.size(); ++i) {
+    INFO("piece " << i);
+    REQUIRE(a.pieces[i].big == b.pieces[i].big);
+    REQUIRE(a.pieces[i].bigSize == b.pieces[i].bigSize);
+    REQUIRE(a.pieces[i].bytes == b.pieces[i].bytes);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("zip writer: the bytes of PyTorchStreamWriter for small archives", "[zip_writer]") {
+  std::string json = R"({"a": 1})", ones(100, '\x01'), big(300000, 'q');
+  // Data that begins like a data descriptor: torch's writer folds its next
+  // four bytes into the serialization id as if it were one.
+  std::string lookalike = std::string("PK\x07\x08", 4) + "\x11\x22\x33\x44" + "rest of it";
+  std::string tiny = "ab";
+  SECTION("records of many sizes and name lengths, CRC-32s computed") {
+    std::vector<Record> rs = {{"serialized_exported_program.json", json.data(), json.size(), {}},
+                              {"data/weights/weight_0", ones.data(), ones.size(), {}},
+                              {"e", nullptr, 0, {}},
+                              {"x/" + std::string(61, 'n'), tiny.data(), tiny.size(), {}},
+                              {"data/weights/weight_1", big.data(), big.size(), {}},
+                              {"lookalike", lookalike.data(), lookalike.size(), {}}};
+    requireSame(rs);
+  }
+  SECTION("CRC-32s handed in, and a caller's serialization id dropped as torch drops it") {
+    std::vector<Record> rs = {{"data/weights/weight_0", ones.data(), ones.size(), crcOf(ones.data(), ones.size())},
+                              {".data/serialization_id", tiny.data(), tiny.size(), {}},
+                              {"data/weights/weight_1", big.data(), big.size(), crcOf(big.data(), big.size())}};
+    requireSame(rs);
+  }
+  SECTION("a caller's version and byte order records are kept, not written twice") {
+    std::string version = "6\n", order = "little";
+    std::vector<Record> rs = {{".data/version", version.data(), version.size(), {}},
+                              {"byteorder", order.data(), order.size(), {}},
+                              {"a", tiny.data(), tiny.size(), {}}};
+    requireSame(rs);
+  }
+  SECTION("only the end records") { requireSame({}); }
+}
+
+TEST_CASE("zip writer: zip64 records and offsets as PyTorchStreamWriter writes them", "[zip_writer]") {
+  // Zero pages mapped but never touched: gigabytes of record data that cost
+  // no memory. Torch's writer computes their CRC-32s itself (seconds); ours
+  // are handed in, combined from the CRC-32 of one zero MiB.
+  const size_t gib = size_t(1) << 30, span = 4 * gib + 4096;
+  void* zeros = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(zeros != MAP_FAILED);
+  std::vector<uint8_t> mib(1 << 20, 0);
+  const uLong mibCrc = crc32_z(0, mib.data(), mib.size());
+  auto zeroCrc = [&](size_t n) {
+    uLong crc = 0;
+    size_t whole = n >> 20;
+    for (size_t i = 0; i < whole; ++i) crc = crc32_combine64(crc, mibCrc, 1 << 20);
+    size_t rest = n & ((1 << 20) - 1);
+    if (rest) crc = crc32_combine64(crc, crc32_z(0, mib.data(), rest), static_cast<z_off64_t>(rest));
+    return static_cast<uint32_t>(crc);
+  };
+  std::string small = "after four GiB";
+  const size_t huge = 4 * gib + 100;  // >= 4 GiB: zip64 sizes
+  // The first huge record starts at 0 and ends past 4 GiB, so the records
+  // after it start past 4 GiB (zip64 offsets); the second huge one is both.
+  std::vector<Record> rs = {{"data/weights/weight_0", zeros, huge, zeroCrc(huge)},
+                            {"small", small.data(), small.size(), {}},
+                            {"data/weights/weight_1", zeros, 3000, zeroCrc(3000)},
+                            {"data/weights/weight_2", zeros, huge, zeroCrc(huge)}};
+  requireSame(rs);
+  ::munmap(zeros, span);
+}
+
+TEST_CASE("zip writer: a source record's CRC-32 comes from its archive's directory", "[zip_writer]") {
+  for (const std::string& name : pipecut::test::fixtureNames()) {
+    INFO(name);
+    auto archive = pipecut::pt2::ArchiveReader::open(pipecut::test::fixture(name));
+    // torch 2.7's layout is converted into memory (pt2/legacy_layout.h): its
+    // records are new bytes, whose CRC-32 the writer computes.
+    const bool converted = name.find("_torch27") != std::string::npos;
+    for (const std::string& record : archive->records()) {
+      INFO(record);
+      auto view = archive->bytes(record);
+      auto crc = archive->crc32(record);
+      REQUIRE(crc.has_value() == !converted);
+      if (crc) CHECK(*crc == crcOf(view.data, view.size));
+    }
+  }
+  // A directory whose first entry is not a central header.
+  const std::string path = pipecut::test::fixture("mlp");
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  // Where the directory starts: the zip64 end record says (torch's writer
+  // always adds one).
+  size_t end64 = bytes.rfind(std::string("PK\x06\x06", 4));
+  REQUIRE(end64 != std::string::npos);
+  size_t first = 0;
+  for (int i = 7; i >= 0; --i) first = (first << 8) | static_cast<uint8_t>(bytes[end64 + 48 + static_cast<size_t>(i)]);
+  REQUIRE(bytes.compare(first, 4, std::string("PK\x01\x02", 4)) == 0);
+  bytes[first + 2] = 'x';
+  const std::string tmp = (std::filesystem::temp_directory_path() / "pipecut_zip_entries.pt2").string();
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << bytes;
+  }
+  try {
+    pipecut::support::zipDirectoryEntries(tmp);
+    FAIL("accepted a malformed central directory");
+  } catch (const pipecut::Error& e) {
+    CHECK(e.file() == tmp);
+    CHECK(e.where() == "central directory entry 0");
+    CHECK(e.message() == "malformed");
+  }
+  std::filesystem::remove(tmp);
+}
