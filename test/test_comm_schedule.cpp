@@ -134,7 +134,7 @@ bool simulate(const Manifest& m, const std::vector<int>& stageRank, int world, i
       auto& i = pc[static_cast<size_t>(r)];
       while (i < ops[static_cast<size_t>(r)].size()) {
         const CommOp& op = ops[static_cast<size_t>(r)][i];
-        Msg msg{op.microbatch, op.edge};
+        Msg msg{op.microbatch, op.channel};
         if (op.send) {
           if (!handed.count(msg)) break;
           sent.insert(msg);
@@ -186,14 +186,14 @@ TEST_CASE("comm schedule: both ends of every pair see one sequence; keys follow 
           auto ops = opsOf(edges, r, M);
           for (size_t i = 0; i < ops.size(); ++i) {
             const CommOp& op = ops[i];
-            const CommEdge& e = edges[static_cast<size_t>(op.edge)];
+            const CommEdge& e = edges[static_cast<size_t>(op.channel)];
             CHECK(e.crossesRanks());
             CHECK((op.send ? e.srcRank : e.dstRank) == r);
-            CHECK(op.wave == key(edges, op.microbatch, op.edge).first);
-            if (i > 0) CHECK(key(edges, ops[i - 1].microbatch, ops[i - 1].edge) < key(edges, op.microbatch, op.edge));
-            if (op.send) sends[{r, op.peer}].push_back({op.microbatch, op.edge});
-            else recvs[{op.peer, r}].push_back({op.microbatch, op.edge});
-            all.insert({op.microbatch, op.edge});
+            CHECK(op.wave == key(edges, op.microbatch, op.channel).first);
+            if (i > 0) CHECK(key(edges, ops[i - 1].microbatch, ops[i - 1].channel) < key(edges, op.microbatch, op.channel));
+            if (op.send) sends[{r, op.peer}].push_back({op.microbatch, op.channel});
+            else recvs[{op.peer, r}].push_back({op.microbatch, op.channel});
+            all.insert({op.microbatch, op.channel});
           }
         }
         CHECK(sends == recvs);

@@ -11,19 +11,15 @@
 
 #include "runtime/train_schedule.h"
 #include "support/error.h"
+#include "train_shapes.h"
 
 using namespace pipecut;
 using namespace pipecut::runtime;
+using test::chainOf;
+using test::kAllKinds;
+using test::Producers;
 
 namespace {
-
-using Producers = std::vector<std::vector<uint32_t>>;
-
-Producers chainOf(uint32_t stages) {
-  Producers p(stages);
-  for (uint32_t s = 1; s < stages; ++s) p[s].push_back(s - 1);
-  return p;
-}
 
 Action F(uint32_t s, uint32_t m) { return {ActionType::F, s, m}; }
 Action B(uint32_t s, uint32_t m) { return {ActionType::B, s, m}; }
@@ -145,8 +141,6 @@ void checkPlan(const TrainPlan& plan, const Producers& producers) {
   CHECK(planTraining(plan.kind, producers, P, M).perRank == plan.perRank);  // deterministic
 }
 
-const TrainScheduleKind kAllKinds[] = {TrainScheduleKind::GPipe, TrainScheduleKind::OneFOneB,
-                                       TrainScheduleKind::Interleaved1F1B, TrainScheduleKind::ZB1P};
 
 }  // namespace
 
@@ -212,11 +206,7 @@ TEST_CASE("a wide sweep of shapes and graphs plans valid orders", "[train_schedu
     for (uint32_t stages = ranks; stages <= 3 * ranks; ++stages)
       for (uint32_t microbatches : {1u, 2u, 3u, 5u, 7u, 12u})
         for (int graph = 0; graph < 3; ++graph) {
-          Producers producers = chainOf(stages);
-          if (graph == 1)  // every stage also reads the one two back
-            for (uint32_t s = 2; s < stages; ++s) producers[s].insert(producers[s].begin(), s - 2);
-          if (graph == 2)  // stage 0 feeds every stage, as an embedding might
-            for (uint32_t s = 2; s < stages; ++s) producers[s].push_back(0);
+          const Producers producers = test::graphOf(stages, graph);
           for (TrainScheduleKind kind : kAllKinds) {
             if (kind == TrainScheduleKind::Interleaved1F1B && (stages % ranks != 0 || stages / ranks < 2)) continue;
             TrainPlan plan = planTraining(kind, producers, ranks, microbatches);

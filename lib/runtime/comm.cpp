@@ -7,22 +7,20 @@ namespace pipecut::runtime {
 
 using Clock = std::chrono::steady_clock;
 
-CommThread::CommThread(DistContext& dist, std::vector<CommEdge> edges, std::vector<DistContext::Shape> wire,
-                       std::vector<c10::Device> recvDevice, Trace& trace, Deliver deliver)
-    : dist_(dist), edges_(std::move(edges)), wire_(std::move(wire)), recvDevice_(std::move(recvDevice)),
-      trace_(trace), deliver_(std::move(deliver)) {}
+CommThread::CommThread(DistContext& dist, std::vector<Channel> channels, Trace& trace, Deliver deliver)
+    : dist_(dist), channels_(std::move(channels)), trace_(trace), deliver_(std::move(deliver)) {}
 
-void CommThread::hand(int64_t g, int edge, Payload p) {
+void CommThread::hand(int64_t g, int channel, Payload p) {
   std::lock_guard<std::mutex> lk(mu_);
-  outbox_[{g, edge}] = std::move(p);
+  outbox_[{g, channel}] = std::move(p);
   cv_.notify_all();
 }
 
-Payload CommThread::take(int64_t g, int edge) {
+Payload CommThread::take(int64_t g, int channel) {
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return aborted_ || outbox_.count({g, edge}); });
+  cv_.wait(lk, [&] { return aborted_ || outbox_.count({g, channel}); });
   if (aborted_) throw Aborted();
-  auto it = outbox_.find({g, edge});
+  auto it = outbox_.find({g, channel});
   Payload p = std::move(it->second);
   outbox_.erase(it);
   return p;
@@ -40,9 +38,8 @@ c10::cuda::CUDAStream CommThread::commStream(c10::Device d) {
   return it->second;
 }
 
-void CommThread::run(int64_t total) {
-  CommSchedule schedule(edges_, dist_.rank(), total);
-  for (CommOp op; schedule.next(op);) {
+void CommThread::run(MessageOrder& order) {
+  for (CommOp op; order.next(op);) {
     if (op.send) send(op);
     else receive(op);
   }
@@ -51,8 +48,8 @@ void CommThread::run(int64_t total) {
 }
 
 void CommThread::send(const CommOp& op) {
-  const CommEdge& e = edges_[static_cast<size_t>(op.edge)];
-  Payload p = take(op.microbatch, op.edge);
+  const Channel& c = channels_[static_cast<size_t>(op.channel)];
+  Payload p = take(op.microbatch, op.channel);
   auto t0 = Clock::now();
   at::Tensor t = p.tensor;
   std::optional<c10::cuda::CUDAStreamGuard> guard;
@@ -67,32 +64,30 @@ void CommThread::send(const CommOp& op) {
       t = t.to(at::kCPU);  // Gloo sends host tensors
     }
   }
-  dist_.send(t, op.peer, tag(op.edge, op.microbatch), wire_[static_cast<size_t>(op.edge)]);
+  dist_.send(t, op.peer, tag(op.channel, op.microbatch), c.wire);
   if (trace_.enabled())
     trace_.add("send mb " + std::to_string(op.microbatch) + " to rank " + std::to_string(op.peer), "transfer",
-               1000 + static_cast<int>(e.producer), t0, Clock::now());
+               c.sendRow, t0, Clock::now());
 }
 
 void CommThread::receive(const CommOp& op) {
-  const CommEdge& e = edges_[static_cast<size_t>(op.edge)];
-  c10::Device where = recvDevice_[static_cast<size_t>(op.edge)];
+  const Channel& c = channels_[static_cast<size_t>(op.channel)];
+  c10::Device where = c.recvDevice;
   auto t0 = Clock::now();
   std::optional<c10::cuda::CUDAStreamGuard> guard;
   if (dist_.nccl() && where.is_cuda()) guard.emplace(commStream(where));
   Payload p;
-  p.tensor = dist_.recv(op.peer, tag(op.edge, op.microbatch), where, wire_[static_cast<size_t>(op.edge)]);
+  p.tensor = dist_.recv(op.peer, tag(op.channel, op.microbatch), where, c.wire);
   if (p.tensor.is_cuda()) {
     // The receive's wait ordered the current stream after NCCL's; consumers
     // order themselves after this event.
     p.ready = std::make_shared<at::cuda::CUDAEvent>();
     p.ready->record(c10::cuda::getCurrentCUDAStream(p.tensor.device().index()));
   }
-  bool output = e.consumer.kind == Consumer::Kind::UserOutput;
   if (trace_.enabled())
-    trace_.add((output ? "recv output " + std::to_string(e.consumer.userOutput) : "recv input " + std::to_string(e.consumer.input)) +
-                   " mb " + std::to_string(op.microbatch) + " from rank " + std::to_string(op.peer),
-               "transfer", output ? 3000 : 2000 + static_cast<int>(e.consumer.stage), t0, Clock::now());
-  deliver_(op.microbatch, e, std::move(p));
+    trace_.add(c.recvName + " mb " + std::to_string(op.microbatch) + " from rank " + std::to_string(op.peer), "transfer",
+               c.recvRow, t0, Clock::now());
+  deliver_(op.microbatch, op.channel, std::move(p));
 }
 
 }  // namespace pipecut::runtime

@@ -1,6 +1,8 @@
 #pragma once
 // The one thread per rank that issues every c10d operation of a multi-process
-// run, in the order runtime/comm_schedule.h derives from the manifest.
+// run, in an order every rank derives alike: inference's from the manifest
+// (runtime/comm_schedule.h), a training step's from its plan
+// (runtime/train_transport.h). The transport of both.
 //
 // Invariants:
 // - Workers never call c10d. A worker hands each output bound for another
@@ -13,15 +15,17 @@
 //   stays bounded by the schedule (1F1B admits at most P micro-batches;
 //   GPipe holds the batch's micro-batches by design).
 // - The thread waits for each receive to complete before its next operation.
-//   That cannot deadlock: everything the awaited message depends on has a
-//   smaller key, so every rank has already issued it (sends are asynchronous
-//   and never wait on a later receive), and local stages only wait on values
-//   with smaller keys too (see Engine::mailboxWindow for the local mailboxes).
+//   That cannot deadlock when the order is a linear extension of what each
+//   message waits for: everything the awaited message depends on comes
+//   earlier, so every rank has already issued it (sends are asynchronous and
+//   never wait on a later receive), and the workers only wait on earlier
+//   messages too (see Engine::mailboxWindow for inference's local mailboxes).
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,35 +38,44 @@
 
 namespace pipecut::runtime {
 
+// One direction of traffic between two ranks, e.g. the activations of one
+// stage-output -> consumer edge: what the receiver knows of the tensors and
+// how the trace shows its transfers.
+struct Channel {
+  DistContext::Shape wire;
+  c10::Device recvDevice = c10::Device(c10::kCPU);  // where an NCCL receive lands (Gloo: the host)
+  int sendRow = 0, recvRow = 0;                     // trace rows of its sends and receives
+  std::string recvName;                             // "recv input 1": the trace adds " mb g from rank r"
+};
+
 class CommThread {
  public:
-  // A received value of micro-batch g on `edge`, on the device given for it.
-  using Deliver = std::function<void(int64_t g, const CommEdge& edge, Payload p)>;
+  // Tags are (micro-batch mod 65536) * kMaxChannels + channel.
+  static constexpr size_t kMaxChannels = 4096;
 
-  // wire: per edge, what the receiver knows of the value's shape; recvDevice:
-  // per edge, where a receive lands under NCCL (Gloo receives on the host).
-  CommThread(DistContext& dist, std::vector<CommEdge> edges, std::vector<DistContext::Shape> wire,
-             std::vector<c10::Device> recvDevice, Trace& trace, Deliver deliver);
+  // A received value of micro-batch g on `channel`, on the device given for it.
+  using Deliver = std::function<void(int64_t g, int channel, Payload p)>;
 
-  // From a worker: the value of micro-batch g for a cross-rank edge. Never blocks.
-  void hand(int64_t g, int edge, Payload p);
-  // Issues this rank's operations for `total` micro-batches, in order, then
-  // waits for its sends and hands the process group over. Throws on failure
-  // (PeerError when a peer failed); Aborted after abort().
-  void run(int64_t total);
+  CommThread(DistContext& dist, std::vector<Channel> channels, Trace& trace, Deliver deliver);
+
+  // From a worker: the value of micro-batch g to send on `channel`. Never blocks.
+  void hand(int64_t g, int channel, Payload p);
+  // Issues this rank's operations in `order`, then waits for its sends and
+  // hands the process group over (a later run, or another thread, may take
+  // it). Throws on failure (PeerError when a peer failed); Aborted after
+  // abort().
+  void run(MessageOrder& order);
   void abort();
 
  private:
-  Payload take(int64_t g, int edge);
+  Payload take(int64_t g, int channel);
   void send(const CommOp& op);
   void receive(const CommOp& op);
   c10::cuda::CUDAStream commStream(c10::Device d);
-  static int tag(int edge, int64_t g) { return static_cast<int>((g % 65536) * 4096 + edge); }
+  static int tag(int channel, int64_t g) { return static_cast<int>((g % 65536) * static_cast<int64_t>(kMaxChannels) + channel); }
 
   DistContext& dist_;
-  std::vector<CommEdge> edges_;
-  std::vector<DistContext::Shape> wire_;
-  std::vector<c10::Device> recvDevice_;
+  std::vector<Channel> channels_;
   Trace& trace_;
   Deliver deliver_;
   std::map<int, c10::cuda::CUDAStream> streams_;  // per CUDA device: where NCCL work is ordered

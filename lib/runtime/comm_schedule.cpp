@@ -39,7 +39,7 @@ bool CommSchedule::next(CommOp& op) {
       int64_t g = wave_ - static_cast<int64_t>(e.producer);
       if (g < 0 || g >= total_) continue;
       op.microbatch = g;
-      op.edge = e.id;
+      op.channel = e.id;
       op.send = e.srcRank == rank_;
       op.peer = op.send ? e.dstRank : e.srcRank;
       op.wave = wave_;

@@ -48,20 +48,42 @@ std::vector<CommEdge> commEdges(const Manifest& m, const std::vector<int>& stage
 
 struct CommOp {
   int64_t microbatch = 0;
-  int edge = 0;      // CommEdge::id
+  int channel = 0;   // what it travels on: a CommEdge::id (inference); see trainCommOrder
   bool send = false; // else a receive
   int peer = 0;
   // The global key: (microbatch + producer stage, edge).
   int64_t wave = 0;
 };
 
+// The order every rank's communication thread follows (runtime/comm.h).
+class MessageOrder {
+ public:
+  virtual ~MessageOrder() = default;
+  // The next operation; false when there is none left.
+  virtual bool next(CommOp& op) = 0;
+};
+
+// Operations listed ahead, e.g. a training step's (runtime/train_transport.h).
+class OpList : public MessageOrder {
+ public:
+  explicit OpList(const std::vector<CommOp>& ops) : ops_(ops) {}
+  bool next(CommOp& op) override {
+    if (pos_ >= ops_.size()) return false;
+    op = ops_[pos_++];
+    return true;
+  }
+
+ private:
+  const std::vector<CommOp>& ops_;
+  size_t pos_ = 0;
+};
+
 // One rank's operations for `total` micro-batches, produced lazily (a run of
 // a million micro-batches needs no list of them), in the global order.
-class CommSchedule {
+class CommSchedule : public MessageOrder {
  public:
   CommSchedule(const std::vector<CommEdge>& edges, int rank, int64_t total);
-  // The next operation; false when there is none left.
-  bool next(CommOp& op);
+  bool next(CommOp& op) override;
 
  private:
   std::vector<CommEdge> mine_;  // edges this rank sends or receives, in id order

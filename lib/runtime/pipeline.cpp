@@ -29,6 +29,7 @@
 #include "manifest/verify.h"
 #include "runtime/comm.h"
 #include "runtime/comm_schedule.h"
+#include "runtime/stage_stats.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
@@ -170,15 +171,20 @@ class Engine {
   // output device, then copied to the host).
   void buildEdges() {
     edges_ = commEdges(m_, stageRank_);
-    if (edges_.size() >= 4096) invalidInput("manifest", "more than 4096 stage connections");
+    if (edges_.size() >= CommThread::kMaxChannels) invalidInput("manifest", "more than 4096 stage connections");
     outEdge_.assign(P_, {});
     for (const auto& st : m_.stages) outEdge_[st.index].resize(st.outputs.size());
-    wire_.clear();
-    recvDevice_.clear();
+    channels_.clear();
     for (const auto& e : edges_) {
       outEdge_[e.producer][e.output].push_back(e.id);
-      wire_.push_back(DistContext::shapeOf(m_.stages[e.producer].outputs[e.output].tensor));
-      recvDevice_.push_back(e.consumer.kind == Consumer::Kind::StageInput ? devices_[e.consumer.stage] : outputDevice());
+      Channel c;
+      c.wire = DistContext::shapeOf(m_.stages[e.producer].outputs[e.output].tensor);
+      const bool output = e.consumer.kind == Consumer::Kind::UserOutput;
+      c.recvDevice = output ? outputDevice() : devices_[e.consumer.stage];
+      c.sendRow = 1000 + static_cast<int>(e.producer);
+      c.recvRow = output ? 3000 : 2000 + static_cast<int>(e.consumer.stage);
+      c.recvName = output ? "recv output " + std::to_string(e.consumer.userOutput) : "recv input " + std::to_string(e.consumer.input);
+      channels_.push_back(std::move(c));
     }
   }
 
@@ -233,12 +239,19 @@ class Engine {
     // One worker per local stage, and in a multi-process run the one thread
     // that issues every c10d operation of this rank (runtime/comm.h).
     if (dist_)
-      comm_ = std::make_unique<CommThread>(*dist_, edges_, wire_, recvDevice_, trace_,
-                                           [this](int64_t g, const CommEdge& e, Payload p) { arrived(g, e, std::move(p)); });
+      comm_ = std::make_unique<CommThread>(*dist_, channels_, trace_, [this](int64_t g, int channel, Payload p) {
+        arrived(g, edges_[static_cast<size_t>(channel)], std::move(p));
+      });
     if (rank_ == 0) feedPassthroughOutputs();
     std::vector<std::thread> threads;
     for (auto& [s, ls] : local_) threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
-    if (comm_) threads.emplace_back([this] { guarded([&] { comm_->run(total_); }); });
+    if (comm_)
+      threads.emplace_back([this] {
+        guarded([&] {
+          CommSchedule order(edges_, rank_, total_);
+          comm_->run(order);
+        });
+      });
     std::thread progress;
     std::atomic<bool> finished{false};
     if (o_.progress && rank_ == 0) progress = std::thread([&] { showProgress(finished); });
@@ -461,7 +474,7 @@ class Engine {
     double m = o_.microbatches, p = static_cast<double>(P_);
     r.bubbleTheoretical = (p - 1) / (m + p - 1);
 
-    // Busy times and memory: every rank publishes its own; rank 0 reports all.
+    // Busy times, bubbles and memory: every rank publishes its own; rank 0 reports all.
     std::map<uint32_t, double> busy;
     for (const auto& [s, ls] : local_) busy[static_cast<uint32_t>(s)] = ls->timer.busyMs();
     std::vector<const LocalStage*> stages;
@@ -472,12 +485,10 @@ class Engine {
       nlohmann::json bj = nlohmann::json::array();
       for (const auto& b : r.deviceBubbles) bj.push_back({b.device, b.busyMs, b.bubble});
       dist_->put("bubble/" + std::to_string(rank_), bj.dump());
-      for (const auto& [s, b] : busy) dist_->put("busy/" + std::to_string(s), std::to_string(b));
       nlohmann::json mj = nlohmann::json::array();
       for (const auto& d : mem) mj.push_back({d.device, d.peakBytes});
       dist_->put("mem/" + std::to_string(rank_), mj.dump());
       if (rank_ == 0) {
-        for (uint32_t s = 0; s < P_; ++s) busy[s] = std::stod(dist_->get("busy/" + std::to_string(s)));
         mem.clear();
         r.deviceBubbles.clear();
         for (int rk = 0; rk < world_; ++rk)
@@ -488,19 +499,11 @@ class Engine {
             mem.push_back(DeviceMemory{rk, e[0].get<std::string>(), e[1].get<uint64_t>()});
       }
     }
-    double sumBusy = 0;
-    for (uint32_t s = 0; s < P_; ++s) {
-      StageStats ss;
-      ss.stage = s;
-      ss.rank = stageRank_[s];
-      ss.device = devices_[s].str();
-      ss.busyMs = busy.count(s) ? busy[s] : 0;
-      ss.busyFraction = r.wallMs > 0 ? ss.busyMs / r.wallMs : 0;
-      sumBusy += ss.busyMs;
-      r.stageStats.push_back(ss);
-    }
+    std::vector<std::string> deviceNames;
+    for (const auto& d : devices_) deviceNames.push_back(d.str());
+    r.stageStats = gatherStageStats(dist_.get(), rank_, "busy", busy, stageRank_, deviceNames, r.wallMs);
     r.memory = mem;
-    r.bubbleMeasured = r.wallMs > 0 ? std::max(0.0, 1.0 - sumBusy / (p * r.wallMs)) : 0;
+    r.bubbleMeasured = measuredBubble(r.stageStats, P_, r.wallMs);
 
     if (rank_ == 0) {
       if (stageRank_[0] == 0) {
@@ -568,8 +571,7 @@ class Engine {
   uint64_t batch_ = 0;
   std::vector<CommEdge> edges_;                         // every stage output -> consumer connection
   std::vector<std::vector<std::vector<int>>> outEdge_;  // [stage][output][consumer] -> edge id
-  std::vector<DistContext::Shape> wire_;                // per edge: the shape the receiver expects
-  std::vector<c10::Device> recvDevice_;                 // per edge: where an NCCL receive lands
+  std::vector<Channel> channels_;                       // per edge: its shape, where an NCCL receive lands, trace rows
   int64_t total_ = 0;
   std::unique_ptr<Gate> gate_;
   Sink sink_;

@@ -35,6 +35,7 @@
 #include "runtime/rank_exit.h"
 #include "runtime/reference.h"
 #include "runtime/stage_program.h"
+#include "runtime/stage_stats.h"
 #include "runtime/train_checkpoint.h"
 #include "runtime/trace.h"
 #include "runtime/train_state.h"
@@ -94,7 +95,7 @@ class Trainer {
       if (!o_.loadCheckpoint.empty()) loadCheckpoint();
       loadData();
       indexEdges();
-      if (dist_) c10d_ = std::make_unique<C10dTransport>(*dist_, plan_, edges_, devices_);
+      if (dist_) setupComm();
       trace_.reset(rank_, !o_.run.tracePath.empty());
       t0_ = Clock::now();
       for (int k = 0; k < steps_; ++k) {
@@ -254,10 +255,11 @@ class Trainer {
     chunks_ = splitMicrobatches(inputs, m_, static_cast<int>(M_));
     lossMb_.assign(M_, 0.0);
     failed_ = false;
-    // A process of a multi-process run has one worker, which runs here: the
-    // thread that issues its messages must also flush and sum tied
-    // gradients (DistContext's single-issuer rule).
-    if (localWorkers_.size() == 1) {
+    // A process of a multi-process run has one worker, which runs here,
+    // beside the communication thread that issues the step's messages.
+    if (comm_) {
+      runWithComm();
+    } else if (localWorkers_.size() == 1) {
       runActions(localWorkers_[0]);
     } else {
       std::vector<std::thread> threads;
@@ -274,8 +276,9 @@ class Trainer {
       if (failed_) std::rethrow_exception(error_);
     }
     local_.endStep();
-    if (c10d_) c10d_->endStep();
     syncTiedGradients();
+    // The next step's communication thread issues on the group again.
+    if (dist_) dist_->releaseIssuer();
     for (auto& [s, st] : stages_)
       if (st->train.optimizer) {
         st->train.optimizer->step();
@@ -297,7 +300,72 @@ class Trainer {
     local_.abort();
   }
 
-  TrainTransport& transportTo(int worker) { return world_ == 1 || worker == rank_ ? static_cast<TrainTransport&>(local_) : *c10d_; }
+  TrainTransport& transportTo(int worker) {
+    return world_ == 1 || worker == rank_ ? static_cast<TrainTransport&>(local_) : *commTransport_;
+  }
+
+  // The rank's communication thread (runtime/comm.h) and its channels: per
+  // edge, its activations towards the consumer's device and its gradients
+  // towards the producer's (where NCCL receives; Gloo receives on the host).
+  void setupComm() {
+    const size_t E = edges_.size();
+    if (2 * E >= CommThread::kMaxChannels) invalidInput("manifest", "more than 2048 stage connections");
+    std::vector<Channel> channels(2 * E);
+    for (const auto& e : edges_) {
+      const auto dev = [&](uint32_t s) { return dist_->nccl() ? devices_[s] : c10::Device(c10::kCPU); };
+      Channel& a = channels[static_cast<size_t>(e.id)];
+      a.wire = DistContext::shapeOf(e.tensor);
+      a.recvDevice = dev(e.consumer);
+      a.sendRow = a.recvRow = 1000 + rank_;  // beside the worker's row (runActions)
+      a.recvName = "recv activation " + std::to_string(e.producer) + "->" + std::to_string(e.consumer);
+      Channel& g = channels[E + static_cast<size_t>(e.id)];
+      g = a;
+      g.recvDevice = dev(e.producer);
+      g.recvName = "recv gradient " + std::to_string(e.consumer) + "->" + std::to_string(e.producer);
+    }
+    comm_ = std::make_unique<CommThread>(*dist_, std::move(channels), trace_, [this](int64_t g, int channel, Payload p) {
+      commTransport_->deliver(g, channel, std::move(p));
+    });
+    commTransport_ = std::make_unique<CommTransport>(*comm_, local_, E);
+    stepOps_ = stepCommOrder(plan_, edges_, rank_);
+    // Every send of a step may be outstanding at once: the plan, not a window,
+    // bounds them, and a window could hold a send back behind one whose
+    // receiver first needs this rank's later work.
+    size_t sends = 0;
+    for (const CommOp& op : stepOps_) sends += op.send;
+    dist_->setSendWindow(sends + 1);
+  }
+
+  // This rank's actions here, the step's messages on the communication
+  // thread. A failure on either side stops the other: the thread's ends the
+  // worker's waits (its inbox is aborted), the worker's ends the thread's
+  // (its c10d waits are interrupted); the first failure is the one reported.
+  void runWithComm() {
+    std::exception_ptr commError;
+    std::thread comm([&] {
+      try {
+        OpList order(stepOps_);
+        comm_->run(order);
+      } catch (...) {
+        commError = std::current_exception();
+        local_.abort();
+      }
+    });
+    try {
+      runActions(rank_);
+    } catch (const Aborted&) {
+      comm.join();  // aborted by the thread's failure, which is the one to report
+      if (commError) std::rethrow_exception(commError);
+      throw;
+    } catch (const std::exception& e) {
+      dist_->interrupt(firstLine(e.what()));
+      comm_->abort();
+      comm.join();
+      throw;
+    }
+    comm.join();
+    if (commError) std::rethrow_exception(commError);
+  }
   int workerOf(uint32_t stage) const { return plan_.stageRank[stage]; }
 
   void runActions(int w) {
@@ -586,30 +654,21 @@ class Trainer {
     for (const auto& [s, st] : stages_) busy[s] = st->busyMs;
     r.losses = losses_;
     if (dist_) {
-      for (const auto& [s, b] : busy) dist_->put("train/busy/" + std::to_string(s), std::to_string(b));
       if (isLocalStage(lossStage_)) dist_->put("train/losses", nlohmann::json(losses_).dump());
-      if (rank_ == 0) {
-        for (uint32_t s = 0; s < P_; ++s) busy[s] = std::stod(dist_->get("train/busy/" + std::to_string(s)));
-        r.losses = nlohmann::json::parse(dist_->get("train/losses")).get<std::vector<double>>();
-      }
+      if (rank_ == 0) r.losses = nlohmann::json::parse(dist_->get("train/losses")).get<std::vector<double>>();
     }
-    std::vector<double> workerBusy(plan_.perRank.size(), 0.0);
-    for (uint32_t s = 0; s < P_; ++s) {
-      StageStats ss;
-      ss.stage = s;
-      ss.rank = world_ > 1 ? plan_.stageRank[s] : 0;
-      ss.device = devices_[s].str();
-      ss.busyMs = busy.count(s) ? busy[s] : 0;
-      ss.busyFraction = r.wallMs > 0 ? ss.busyMs / r.wallMs : 0;
-      workerBusy[static_cast<size_t>(plan_.stageRank[s])] += ss.busyMs;
-      r.stageStats.push_back(ss);
-    }
-    double sumBusy = 0;
-    for (double b : workerBusy) sumBusy += b;
-    r.bubbleMeasured = r.wallMs > 0 ? std::max(0.0, 1.0 - sumBusy / (static_cast<double>(workerBusy.size()) * r.wallMs)) : 0;
+    // In one process the plan's workers are threads of rank 0.
+    std::vector<int> stageRank = plan_.stageRank;
+    if (world_ == 1) stageRank.assign(P_, 0);
+    std::vector<std::string> deviceNames;
+    for (const auto& d : devices_) deviceNames.push_back(d.str());
+    r.stageStats = gatherStageStats(dist_.get(), rank_, "train/busy", busy, stageRank, deviceNames, r.wallMs);
+    // Idle share of the workers (a worker runs its stages one at a time).
+    r.bubbleMeasured = measuredBubble(r.stageStats, plan_.perRank.size(), r.wallMs);
     if (!o_.run.tracePath.empty()) {
       std::map<int, std::string> names;
       for (int w : localWorkers_) names[w] = r.plan[static_cast<size_t>(w)];  // "rank 1: 1F0 1F1 1B0 ..."
+      if (comm_) names[1000 + rank_] = "rank " + std::to_string(rank_) + " messages";
       trace_.write(rankTracePath(o_.run.tracePath, rank_, world_), names);
     }
     return r;
@@ -633,7 +692,9 @@ class Trainer {
   static constexpr size_t kNoEdge = SIZE_MAX;
   std::vector<std::vector<size_t>> edgeOf_;
   LocalTransport local_;
-  std::unique_ptr<C10dTransport> c10d_;
+  std::unique_ptr<CommThread> comm_;
+  std::unique_ptr<CommTransport> commTransport_;
+  std::vector<CommOp> stepOps_;  // this rank's c10d operations in every step
   std::vector<at::Tensor> data_;
   int64_t batch_ = 0;
   int steps_ = 0;

@@ -1,5 +1,10 @@
 #include "runtime/train_transport.h"
 
+#include <algorithm>
+#include <tuple>
+
+#include <c10/cuda/CUDAStream.h>
+
 #include "runtime/exchange.h"
 #include "runtime/inputs.h"
 #include "support/error.h"
@@ -40,15 +45,6 @@ std::vector<std::pair<TrainMessage, int>> messagesSent(const Action& a, const st
   return out;
 }
 
-std::vector<std::vector<std::vector<TrainMessage>>> sendOrders(const TrainPlan& plan, const std::vector<TrainEdge>& edges) {
-  const size_t R = plan.perRank.size();
-  std::vector<std::vector<std::vector<TrainMessage>>> orders(R, std::vector<std::vector<TrainMessage>>(R));
-  for (size_t src = 0; src < R; ++src)
-    for (const Action& a : plan.perRank[src])
-      for (const auto& [msg, dst] : messagesSent(a, edges, plan.stageRank)) orders[src][static_cast<size_t>(dst)].push_back(msg);
-  return orders;
-}
-
 // ---- LocalTransport
 
 void LocalTransport::send(const TrainMessage& msg, int dst, at::Tensor t) {
@@ -82,64 +78,142 @@ void LocalTransport::abort() {
   cv_.notify_all();
 }
 
-// ---- C10dTransport
+// ---- CommTransport
 
-C10dTransport::C10dTransport(DistContext& dist, const TrainPlan& plan, std::vector<TrainEdge> edges,
-                             std::vector<c10::Device> stageDevices)
-    : dist_(dist), edges_(std::move(edges)), stageDevices_(std::move(stageDevices)) {
-  auto orders = sendOrders(plan, edges_);
-  const auto me = static_cast<size_t>(dist.rank());
-  expected_.resize(orders.size());
-  size_t sends = 0;
-  for (size_t src = 0; src < orders.size(); ++src) {
-    expected_[src] = orders[src][me];
-    sends += orders[me][src].size();
+void CommTransport::send(const TrainMessage& msg, int dst, at::Tensor t) {
+  (void)dst;  // the channel names the receiver
+  Payload p{t.contiguous(), nullptr};
+  if (p.tensor.is_cuda()) {
+    // The communication thread's NCCL send waits for the kernels that made it.
+    p.ready = std::make_shared<at::cuda::CUDAEvent>();
+    p.ready->record(c10::cuda::getCurrentCUDAStream(p.tensor.device().index()));
   }
-  next_.assign(orders.size(), 0);
-  // Every send of a step may be outstanding at once: the plan, not a window,
-  // bounds them, and a window could hold a send back behind one whose
-  // receiver first needs this rank's later work.
-  dist_.setSendWindow(sends + 1);
+  comm_.hand(msg.microbatch, trainChannel(msg, edgeCount_), std::move(p));
 }
 
-DistContext::Shape C10dTransport::shapeOf(const TrainMessage& msg) const {
-  return DistContext::shapeOf(edges_[static_cast<size_t>(msg.edge)].tensor);
+void CommTransport::deliver(int64_t microbatch, int channel, Payload p) {
+  // Workers compute on their device's current stream: the value must be
+  // complete before they see it.
+  if (p.ready) p.ready->synchronize();
+  const bool activation = static_cast<size_t>(channel) < edgeCount_;
+  TrainMessage msg{activation ? TrainMessage::Kind::Activation : TrainMessage::Kind::Gradient,
+                   static_cast<int>(activation ? static_cast<size_t>(channel) : static_cast<size_t>(channel) - edgeCount_),
+                   static_cast<uint32_t>(microbatch)};
+  inbox_.send(msg, -1, std::move(p.tensor));
 }
 
-c10::Device C10dTransport::deviceOf(const TrainMessage& msg) const {
-  const TrainEdge& e = edges_[static_cast<size_t>(msg.edge)];
-  return stageDevices_[msg.kind == TrainMessage::Kind::Activation ? e.consumer : e.producer];
-}
+// ---- the order of a step's messages
 
-void C10dTransport::send(const TrainMessage& msg, int dst, at::Tensor t) {
-  // Gloo carries host tensors; NCCL device ones.
-  dist_.send((dist_.nccl() ? t : t.to(at::kCPU)).contiguous(), dst, 0, shapeOf(msg));
-}
+namespace {
 
-at::Tensor C10dTransport::recv(const TrainMessage& msg, int src) {
-  if (auto it = early_.find(msg); it != early_.end()) {
-    at::Tensor t = std::move(it->second);
-    early_.erase(it);
-    return t;
+// A simulated run of the plan: when each action ends, each action taking its
+// nominal ticks and starting once its rank is free and its dependencies ended.
+class StepClock {
+ public:
+  StepClock(const TrainPlan& plan, const std::vector<TrainEdge>& edges) : plan_(plan), M_(plan.microbatches) {
+    producers_.resize(plan.stages);
+    consumers_.resize(plan.stages);
+    for (const auto& e : edges) {
+      producers_[e.consumer].push_back(e.producer);
+      consumers_[e.producer].push_back(e.consumer);
+    }
+    const size_t cells = static_cast<size_t>(plan.stages) * M_;
+    endF_.assign(cells, kNotYet);
+    endBack_.assign(cells, kNotYet);
+    endW_.assign(cells, kNotYet);
   }
-  auto& order = expected_.at(static_cast<size_t>(src));
-  auto& pos = next_[static_cast<size_t>(src)];
-  for (;;) {
-    if (pos >= order.size())
-      internalError("training step", "rank " + std::to_string(src) + " sends no more messages this step, yet one is awaited");
-    const TrainMessage next = order[pos++];
-    at::Tensor t = dist_.recv(src, 0, deviceOf(next), shapeOf(next));
-    if (next == msg) return t;
-    early_.emplace(next, std::move(t));
-  }
-}
 
-void C10dTransport::endStep() {
-  for (size_t src = 0; src < expected_.size(); ++src)
-    if (next_[src] != expected_[src].size() || !early_.empty())
-      internalError("training step", "messages from rank " + std::to_string(src) + " left unreceived");
-  next_.assign(next_.size(), 0);
-  dist_.flush();
+  // Calls visit(action, rank, end tick) for every action, ranks in turn.
+  template <class Visit>
+  void run(Visit&& visit) {
+    const size_t R = plan_.perRank.size();
+    std::vector<size_t> pos(R, 0);
+    std::vector<int64_t> free(R, 0);
+    size_t left = 0;
+    for (const auto& list : plan_.perRank) left += list.size();
+    while (left > 0) {
+      bool moved = false;
+      for (size_t r = 0; r < R; ++r)
+        for (; pos[r] < plan_.perRank[r].size(); ++pos[r], --left, moved = true) {
+          const Action& a = plan_.perRank[r][pos[r]];
+          int64_t ready = readyAt(a);
+          if (ready == kNotYet) break;
+          int64_t end = std::max(free[r], ready) + (a.type == ActionType::B ? 2 : 1);
+          endOf(a) = end;
+          free[r] = end;
+          visit(a, static_cast<int>(r), end);
+        }
+      if (!moved) internalError("training plan", "stalls: no rank can start its next action");
+    }
+  }
+
+ private:
+  static constexpr int64_t kNotYet = -1;
+  size_t cell(uint32_t s, uint32_t m) const { return static_cast<size_t>(s) * M_ + m; }
+  int64_t& endOf(const Action& a) {
+    size_t c = cell(a.stage, a.microbatch);
+    return a.type == ActionType::F ? endF_[c] : a.type == ActionType::W ? endW_[c] : endBack_[c];
+  }
+  // When every dependency of `a` has ended; kNotYet if one has not.
+  int64_t readyAt(const Action& a) const {
+    int64_t at = 0;
+    auto need = [&](int64_t end) {
+      if (end == kNotYet || at == kNotYet) at = kNotYet;
+      else at = std::max(at, end);
+    };
+    const size_t c = cell(a.stage, a.microbatch);
+    switch (a.type) {
+      case ActionType::F:
+        for (uint32_t p : producers_[a.stage]) need(endF_[cell(p, a.microbatch)]);
+        break;
+      case ActionType::B:
+      case ActionType::I:
+        need(endF_[c]);
+        for (uint32_t k : consumers_[a.stage]) need(endBack_[cell(k, a.microbatch)]);
+        break;
+      case ActionType::W:
+        need(endBack_[c]);
+        break;
+    }
+    return at;
+  }
+
+  const TrainPlan& plan_;
+  const uint32_t M_;
+  std::vector<std::vector<uint32_t>> producers_, consumers_;
+  std::vector<int64_t> endF_, endBack_, endW_;
+};
+
+}  // namespace
+
+std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank) {
+  struct Sent {
+    int64_t end;
+    int src;
+    size_t seq;
+    TrainMessage msg;
+    int dst;
+  };
+  std::vector<Sent> sent;
+  StepClock(plan, edges).run([&](const Action& a, int r, int64_t end) {
+    size_t seq = 0;
+    for (const auto& [msg, dst] : messagesSent(a, edges, plan.stageRank)) sent.push_back({end, r, seq++, msg, dst});
+  });
+  std::sort(sent.begin(), sent.end(), [](const Sent& x, const Sent& y) {
+    return std::tie(x.end, x.src, x.seq) < std::tie(y.end, y.src, y.seq);
+  });
+  std::vector<CommOp> ops;
+  for (const Sent& m : sent) {
+    if (m.src != rank && m.dst != rank) continue;
+    CommOp op;
+    op.microbatch = m.msg.microbatch;
+    op.channel = trainChannel(m.msg, edges.size());
+    op.send = m.src == rank;
+    op.peer = op.send ? m.dst : m.src;
+    op.wave = m.end;
+    ops.push_back(op);
+  }
+  return ops;
 }
 
 }  // namespace pipecut::runtime

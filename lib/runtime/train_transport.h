@@ -1,15 +1,12 @@
 #pragma once
 // How activations and gradients of a training step move between workers (a
 // worker runs one rank's action list: a thread in one process, a process
-// over c10d). Two transports, one contract: send never blocks on the
-// receiver; recv blocks until the message it names has arrived.
-//
-// Across processes messages match by order, not by tag (NCCL ignores tags):
-// every rank derives from the plan the exact sequence of messages each peer
-// sends it in a step (sendOrders), and receives in that order, keeping any
-// message it does not need yet until an action asks for it. That cannot
-// deadlock: to get message X from a peer it must first take the ones the
-// peer sent before X, which the peer sends before it can send X anyway.
+// over c10d). In one process they go through a LocalTransport; across
+// processes a worker hands what it sends to the rank's communication thread
+// (runtime/comm.h, inference's transport too), which issues the step's
+// operations in stepCommOrder and delivers what it receives into the rank's
+// LocalTransport, where the worker takes it. Either way: send never blocks
+// on the receiver; recv blocks until the message it names has arrived.
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -20,7 +17,8 @@
 #include <ATen/core/Tensor.h>
 
 #include "manifest/manifest.h"
-#include "runtime/distributed.h"
+#include "runtime/comm.h"
+#include "runtime/comm_schedule.h"
 #include "runtime/train_schedule.h"
 
 namespace pipecut::runtime {
@@ -53,9 +51,11 @@ struct TrainMessage {
 std::vector<std::pair<TrainMessage, int>> messagesSent(const Action& a, const std::vector<TrainEdge>& edges,
                                                       const std::vector<int>& stageWorker);
 
-// orders[src][dst]: the messages worker src sends worker dst in one step, in
-// the order src sends them.
-std::vector<std::vector<std::vector<TrainMessage>>> sendOrders(const TrainPlan& plan, const std::vector<TrainEdge>& edges);
+// Across processes, what a message travels on (CommOp::channel): an edge's
+// activations on channel edge, its gradients on edgeCount + edge.
+inline int trainChannel(const TrainMessage& msg, size_t edgeCount) {
+  return msg.kind == TrainMessage::Kind::Activation ? msg.edge : static_cast<int>(edgeCount) + msg.edge;
+}
 
 class TrainTransport {
  public:
@@ -82,27 +82,39 @@ class LocalTransport : public TrainTransport {
   bool aborted_ = false;
 };
 
-// Between processes: one worker per rank, whose thread issues every
-// operation (DistContext's single-issuer rule).
-class C10dTransport : public TrainTransport {
+// Between processes: what a worker sends goes to the rank's communication
+// thread, which issues it in its turn; what it receives comes from `inbox`,
+// where that thread delivers it (see deliver()), on trainChannel's channels.
+class CommTransport : public TrainTransport {
  public:
-  C10dTransport(DistContext& dist, const TrainPlan& plan, std::vector<TrainEdge> edges,
-                std::vector<c10::Device> stageDevices);
+  CommTransport(CommThread& comm, LocalTransport& inbox, size_t edgeCount)
+      : comm_(comm), inbox_(inbox), edgeCount_(edgeCount) {}
   void send(const TrainMessage& msg, int dst, at::Tensor t) override;
-  at::Tensor recv(const TrainMessage& msg, int src) override;
-  void endStep() override;
-  void abort() override {}
+  at::Tensor recv(const TrainMessage& msg, int src) override { return inbox_.recv(msg, src); }
+  void endStep() override {}  // the communication thread's run waited for the sends
+  void abort() override { comm_.abort(); }
+
+  // For the communication thread: a message received on `channel`. Never blocks.
+  void deliver(int64_t microbatch, int channel, Payload p);
 
  private:
-  DistContext::Shape shapeOf(const TrainMessage& msg) const;
-  c10::Device deviceOf(const TrainMessage& msg) const;
-
-  DistContext& dist_;
-  std::vector<TrainEdge> edges_;
-  std::vector<c10::Device> stageDevices_;
-  std::vector<std::vector<TrainMessage>> expected_;  // per source rank: what it sends here, in order
-  std::vector<size_t> next_;                          // per source rank: position in expected_
-  std::map<TrainMessage, at::Tensor> early_;          // taken before an action asked for it
+  CommThread& comm_;
+  LocalTransport& inbox_;
+  size_t edgeCount_;
 };
+
+// The c10d operations of `rank` in one step, in one order of all the step's
+// cross-rank messages that every rank derives alike: the order in which they
+// are sent when every action takes its nominal ticks (F 1, B 2, I 1, W 1) and
+// starts once the rank's previous action and the actions it depends on (as
+// runtime/train_schedule.h states them) have ended; ties by sending rank,
+// then by the order the action sends in. Every message an action receives
+// was sent by an action that ended before it began, so it comes earlier in
+// this order than anything the action sends; a communication thread that
+// issues these operations one after the other therefore never waits on a
+// message that needs one of its later operations (the argument of
+// runtime/comm.h). Throws Internal for a plan that stalls (validatePlan
+// refuses such plans first).
+std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank);
 
 }  // namespace pipecut::runtime

@@ -1,0 +1,37 @@
+#include "runtime/stage_stats.h"
+
+#include <algorithm>
+
+#include "runtime/distributed.h"
+
+namespace pipecut::runtime {
+
+std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std::string& key,
+                                         const std::map<uint32_t, double>& localBusy, const std::vector<int>& stageRank,
+                                         const std::vector<std::string>& devices, double wallMs) {
+  std::map<uint32_t, double> busy = localBusy;
+  if (dist) {
+    for (const auto& [s, b] : localBusy) dist->put(key + "/" + std::to_string(s), std::to_string(b));
+    if (rank == 0)
+      for (uint32_t s = 0; s < stageRank.size(); ++s) busy[s] = std::stod(dist->get(key + "/" + std::to_string(s)));
+  }
+  std::vector<StageStats> out;
+  for (uint32_t s = 0; s < stageRank.size(); ++s) {
+    StageStats ss;
+    ss.stage = s;
+    ss.rank = stageRank[s];
+    ss.device = devices[s];
+    ss.busyMs = busy.count(s) ? busy[s] : 0;
+    ss.busyFraction = wallMs > 0 ? ss.busyMs / wallMs : 0;
+    out.push_back(ss);
+  }
+  return out;
+}
+
+double measuredBubble(const std::vector<StageStats>& stages, size_t lanes, double wallMs) {
+  double sum = 0;
+  for (const auto& s : stages) sum += s.busyMs;
+  return wallMs > 0 && lanes > 0 ? std::max(0.0, 1.0 - sum / (static_cast<double>(lanes) * wallMs)) : 0;
+}
+
+}  // namespace pipecut::runtime

@@ -1,0 +1,34 @@
+#pragma once
+// Stage graphs and schedule kinds the training-schedule tests sweep over.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/train_schedule.h"
+
+namespace pipecut::test {
+
+// producers[s]: the stages s reads from.
+using Producers = std::vector<std::vector<uint32_t>>;
+
+inline Producers chainOf(uint32_t stages) {
+  Producers p(stages);
+  for (uint32_t s = 1; s < stages; ++s) p[s].push_back(s - 1);
+  return p;
+}
+
+// The sweeps' three graphs: 0 a chain; 1 every stage also reading the one
+// two back; 2 stage 0 feeding every stage, as an embedding might.
+inline Producers graphOf(uint32_t stages, int graph) {
+  Producers p = chainOf(stages);
+  if (graph == 1)
+    for (uint32_t s = 2; s < stages; ++s) p[s].insert(p[s].begin(), s - 2);
+  if (graph == 2)
+    for (uint32_t s = 2; s < stages; ++s) p[s].push_back(0);
+  return p;
+}
+
+inline constexpr runtime::TrainScheduleKind kAllKinds[] = {
+    runtime::TrainScheduleKind::GPipe, runtime::TrainScheduleKind::OneFOneB,
+    runtime::TrainScheduleKind::Interleaved1F1B, runtime::TrainScheduleKind::ZB1P};
+
+}  // namespace pipecut::test
