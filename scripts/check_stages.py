@@ -5,7 +5,9 @@ usage: check_stages.py OUTDIR WHOLE REF.safetensors [OUTDIR WHOLE REF ...] [--fo
 
 Feeds every stage as manifest.json says (user inputs and other stages' outputs
 to the stage inputs that name them), through torch.jit.load for the .pt stages
-and torch.export.load for the .pt2 stages. The final outputs must be within a
+and torch.export.load for the .pt2 stages (whose every record must also match
+the CRC-32 its zip directory states: pipecut copies weights' CRC-32s from the
+source). The final outputs must be within a
 per-dtype tolerance of REF (scripts/oracles.py; --atol overrides), and bit for
 bit equal to those of WHOLE, the same program unsplit (a one-stage split of
 `{}`) chained the same way here; WHOLE may be "-" to skip that.
@@ -16,6 +18,7 @@ import json
 import os
 import sys
 import warnings
+import zipfile
 
 import torch
 
@@ -31,6 +34,10 @@ def load_stage(path, fmt):
         m = torch.jit.load(path)
         m.eval()
         return m
+    with zipfile.ZipFile(path) as z:
+        bad = z.testzip()
+    if bad is not None:
+        raise RuntimeError(f"{path}: record {bad} does not match the CRC-32 of its directory entry")
     ep = torch.export.load(path)
     return ep.module()
 

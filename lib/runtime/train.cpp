@@ -366,6 +366,7 @@ class Trainer {
     comm.join();
     if (commError) std::rethrow_exception(commError);
   }
+
   int workerOf(uint32_t stage) const { return plan_.stageRank[stage]; }
 
   void runActions(int w) {
