@@ -22,16 +22,16 @@
 // record (the zip64 ones always: torch's writer asks miniz for them).
 #include <zlib.h>
 
-#include <cstring>
 #include <functional>
-#include <sstream>
 #include <iomanip>
+#include <sstream>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "pt2/zip_archive.h"
 #include "support/error.h"
+#include "support/little_endian.h"
 
 namespace pipecut::pt2 {
 
@@ -60,12 +60,6 @@ struct Bytes {
   void str(const std::string& s) { b.insert(b.end(), s.begin(), s.end()); }
   void append(const Bytes& o) { b.insert(b.end(), o.b.begin(), o.b.end()); }
 };
-
-uint32_t readLe32(const void* p) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
-         static_cast<uint32_t>(b[3]) << 24;
-}
 
 // c10::hash_combine (Boost's), which the serialization id is made of.
 uint64_t hashCombine(uint64_t seed, uint64_t value) { return seed ^ (value + 0x9e3779b9 + (seed << 6u) + (seed >> 2u)); }
@@ -111,8 +105,8 @@ struct ArchiveWriter::Impl {
   // that happens to begin so counts too, and is reproduced here.
   void put(const void* data, size_t n) {
     if (n == 0) return;
-    if (n >= 8 && readLe32(data) == kDescriptorSignature)
-      combinedCrc = hashCombine(combinedCrc, readLe32(static_cast<const uint8_t*>(data) + 4));
+    if (n >= 8 && support::littleEndian(data, 4) == kDescriptorSignature)
+      combinedCrc = hashCombine(combinedCrc, support::littleEndian(static_cast<const uint8_t*>(data) + 4, 4));
     if (sink(data, n) != n) internalError("", "writing the archive failed");
     pos += n;
   }
