@@ -316,6 +316,11 @@ std::vector<Action> dependencies(const Action& a, ActionType back, const Produce
 
 size_t typeIndex(ActionType t) { return static_cast<size_t>(t); }
 
+// An action's slot in a table of every (type, stage, micro-batch): 4 * S * M entries.
+size_t actionSlot(const Action& a, uint32_t S, uint32_t M) {
+  return typeIndex(a.type) * S * M + static_cast<size_t>(a.stage) * M + a.microbatch;
+}
+
 }  // namespace
 
 std::optional<TrainScheduleKind> parseTrainSchedule(const std::string& name) {
@@ -378,7 +383,7 @@ std::string validatePlan(const TrainPlan& plan, const Producers& producers) {
   const ActionType back = split ? ActionType::I : ActionType::B;
 
   // Each (type, stage, micro-batch) at most once, on its stage's rank.
-  auto cell = [&](const Action& a) { return typeIndex(a.type) * S * M + static_cast<size_t>(a.stage) * M + a.microbatch; };
+  auto cell = [&](const Action& a) { return actionSlot(a, S, M); };
   std::vector<uint8_t> seen(4ull * S * M, 0);
   for (uint32_t r = 0; r < P; ++r)
     for (const Action& a : plan.perRank[r]) {
@@ -477,6 +482,39 @@ std::string validatePlan(const TrainPlan& plan, const Producers& producers) {
     }
   }
   return "";
+}
+
+std::vector<std::vector<uint64_t>> nominalEndTicks(const TrainPlan& plan, const Producers& producers) {
+  const uint32_t S = plan.stages, M = plan.microbatches;
+  const ActionType back = splitsBackward(plan.kind) ? ActionType::I : ActionType::B;
+  const auto consumers = consumersOf(producers);
+  constexpr uint64_t kNotYet = 0;  // every action ends at tick 1 or later
+  auto cell = [&](const Action& a) { return actionSlot(a, S, M); };
+  std::vector<uint64_t> endOf(4ull * S * M, kNotYet);
+  std::vector<std::vector<uint64_t>> ends(plan.perRank.size());
+  std::vector<uint64_t> free(plan.perRank.size(), 0);
+  size_t left = 0;
+  for (const auto& list : plan.perRank) left += list.size();
+  while (left > 0) {
+    bool moved = false;
+    for (size_t r = 0; r < plan.perRank.size(); ++r)
+      while (ends[r].size() < plan.perRank[r].size()) {
+        const Action& a = plan.perRank[r][ends[r].size()];
+        uint64_t start = free[r];
+        bool ready = true;
+        for (const Action& d : dependencies(a, back, producers, consumers)) {
+          ready = ready && endOf[cell(d)] != kNotYet;
+          start = std::max(start, endOf[cell(d)]);
+        }
+        if (!ready) break;
+        free[r] = endOf[cell(a)] = start + duration(a.type);
+        ends[r].push_back(free[r]);
+        --left;
+        moved = true;
+      }
+    if (!moved) internalError(kWhere, "the plan stalls: no rank can start its next action");
+  }
+  return ends;
 }
 
 std::vector<uint32_t> peakActivations(const TrainPlan& plan) {

@@ -98,6 +98,14 @@ TrainPlan planTraining(TrainScheduleKind kind, const std::vector<std::vector<uin
 // (stages/ranks - 1) * ranks + 2 * (ranks - 1 - r) + 1 micro-batch chunks.
 std::string validatePlan(const TrainPlan& plan, const std::vector<std::vector<uint32_t>>& producers);
 
+// When each action of a valid plan ends when every rank runs its list in
+// order, an action taking the planner's nominal ticks (F 1, B 2, I 1, W 1)
+// and starting once the rank's previous action and its dependencies (as
+// above) have ended: per rank, per action of its list. Throws Internal for a
+// plan that stalls.
+std::vector<std::vector<uint64_t>> nominalEndTicks(const TrainPlan& plan,
+                                                   const std::vector<std::vector<uint32_t>>& producers);
+
 // The largest number of micro-batches stage s holds at once (F done, B or W
 // not yet), when each rank runs its list in order.
 std::vector<uint32_t> peakActivations(const TrainPlan& plan);

@@ -104,101 +104,24 @@ void CommTransport::deliver(int64_t microbatch, int channel, Payload p) {
 
 // ---- the order of a step's messages
 
-namespace {
-
-// A simulated run of the plan: when each action ends, each action taking its
-// nominal ticks and starting once its rank is free and its dependencies ended.
-class StepClock {
- public:
-  StepClock(const TrainPlan& plan, const std::vector<TrainEdge>& edges) : plan_(plan), M_(plan.microbatches) {
-    producers_.resize(plan.stages);
-    consumers_.resize(plan.stages);
-    for (const auto& e : edges) {
-      producers_[e.consumer].push_back(e.producer);
-      consumers_[e.producer].push_back(e.consumer);
-    }
-    const size_t cells = static_cast<size_t>(plan.stages) * M_;
-    endF_.assign(cells, kNotYet);
-    endBack_.assign(cells, kNotYet);
-    endW_.assign(cells, kNotYet);
-  }
-
-  // Calls visit(action, rank, end tick) for every action, ranks in turn.
-  template <class Visit>
-  void run(Visit&& visit) {
-    const size_t R = plan_.perRank.size();
-    std::vector<size_t> pos(R, 0);
-    std::vector<int64_t> free(R, 0);
-    size_t left = 0;
-    for (const auto& list : plan_.perRank) left += list.size();
-    while (left > 0) {
-      bool moved = false;
-      for (size_t r = 0; r < R; ++r)
-        for (; pos[r] < plan_.perRank[r].size(); ++pos[r], --left, moved = true) {
-          const Action& a = plan_.perRank[r][pos[r]];
-          int64_t ready = readyAt(a);
-          if (ready == kNotYet) break;
-          int64_t end = std::max(free[r], ready) + (a.type == ActionType::B ? 2 : 1);
-          endOf(a) = end;
-          free[r] = end;
-          visit(a, static_cast<int>(r), end);
-        }
-      if (!moved) internalError("training plan", "stalls: no rank can start its next action");
-    }
-  }
-
- private:
-  static constexpr int64_t kNotYet = -1;
-  size_t cell(uint32_t s, uint32_t m) const { return static_cast<size_t>(s) * M_ + m; }
-  int64_t& endOf(const Action& a) {
-    size_t c = cell(a.stage, a.microbatch);
-    return a.type == ActionType::F ? endF_[c] : a.type == ActionType::W ? endW_[c] : endBack_[c];
-  }
-  // When every dependency of `a` has ended; kNotYet if one has not.
-  int64_t readyAt(const Action& a) const {
-    int64_t at = 0;
-    auto need = [&](int64_t end) {
-      if (end == kNotYet || at == kNotYet) at = kNotYet;
-      else at = std::max(at, end);
-    };
-    const size_t c = cell(a.stage, a.microbatch);
-    switch (a.type) {
-      case ActionType::F:
-        for (uint32_t p : producers_[a.stage]) need(endF_[cell(p, a.microbatch)]);
-        break;
-      case ActionType::B:
-      case ActionType::I:
-        need(endF_[c]);
-        for (uint32_t k : consumers_[a.stage]) need(endBack_[cell(k, a.microbatch)]);
-        break;
-      case ActionType::W:
-        need(endBack_[c]);
-        break;
-    }
-    return at;
-  }
-
-  const TrainPlan& plan_;
-  const uint32_t M_;
-  std::vector<std::vector<uint32_t>> producers_, consumers_;
-  std::vector<int64_t> endF_, endBack_, endW_;
-};
-
-}  // namespace
-
 std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank) {
   struct Sent {
-    int64_t end;
+    uint64_t end;
     int src;
     size_t seq;
     TrainMessage msg;
     int dst;
   };
+  std::vector<std::vector<uint32_t>> producers(plan.stages);
+  for (const auto& e : edges) producers[e.consumer].push_back(e.producer);
+  const auto ends = nominalEndTicks(plan, producers);
   std::vector<Sent> sent;
-  StepClock(plan, edges).run([&](const Action& a, int r, int64_t end) {
-    size_t seq = 0;
-    for (const auto& [msg, dst] : messagesSent(a, edges, plan.stageRank)) sent.push_back({end, r, seq++, msg, dst});
-  });
+  for (size_t r = 0; r < plan.perRank.size(); ++r)
+    for (size_t i = 0; i < plan.perRank[r].size(); ++i) {
+      size_t seq = 0;
+      for (const auto& [msg, dst] : messagesSent(plan.perRank[r][i], edges, plan.stageRank))
+        sent.push_back({ends[r][i], static_cast<int>(r), seq++, msg, dst});
+    }
   std::sort(sent.begin(), sent.end(), [](const Sent& x, const Sent& y) {
     return std::tie(x.end, x.src, x.seq) < std::tie(y.end, y.src, y.seq);
   });
