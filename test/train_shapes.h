@@ -31,4 +31,10 @@ inline constexpr runtime::TrainScheduleKind kAllKinds[] = {
     runtime::TrainScheduleKind::GPipe, runtime::TrainScheduleKind::OneFOneB,
     runtime::TrainScheduleKind::Interleaved1F1B, runtime::TrainScheduleKind::ZB1P};
 
+// Whether planTraining accepts `kind` on this shape: interleaved 1F1B needs
+// a multiple of the ranks, at least 2 stages per rank.
+inline bool plannable(runtime::TrainScheduleKind kind, uint32_t stages, uint32_t ranks) {
+  return kind != runtime::TrainScheduleKind::Interleaved1F1B || (stages % ranks == 0 && stages / ranks >= 2);
+}
+
 }  // namespace pipecut::test
