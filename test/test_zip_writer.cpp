@@ -164,10 +164,10 @@ TEST_CASE("zip writer: a source record's CRC-32 comes from its archive's directo
       if (crc) CHECK(*crc == crcOf(view.data, view.size));
     }
   }
-  // A directory whose first entry is not a central header.
+  // Broken directory entries are refused, naming the entry.
   const std::string path = pipecut::test::fixture("mlp");
   std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   // Where the directory starts: the zip64 end record says (torch's writer
   // always adds one).
   size_t end64 = bytes.rfind(std::string("PK\x06\x06", 4));
@@ -175,19 +175,26 @@ TEST_CASE("zip writer: a source record's CRC-32 comes from its archive's directo
   size_t first = 0;
   for (int i = 7; i >= 0; --i) first = (first << 8) | static_cast<uint8_t>(bytes[end64 + 48 + static_cast<size_t>(i)]);
   REQUIRE(bytes.compare(first, 4, std::string("PK\x01\x02", 4)) == 0);
-  bytes[first + 2] = 'x';
   const std::string tmp = (std::filesystem::temp_directory_path() / "pipecut_zip_entries.pt2").string();
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << bytes;
-  }
-  try {
-    pipecut::support::zipDirectoryEntries(tmp);
-    FAIL("accepted a malformed central directory");
-  } catch (const pipecut::Error& e) {
-    CHECK(e.file() == tmp);
-    CHECK(e.where() == "central directory entry 0");
-    CHECK(e.message() == "malformed");
-  }
+  auto refusal = [&](const std::string& content) -> std::string {
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out << content;
+    }
+    try {
+      pipecut::support::zipDirectoryEntries(tmp);
+    } catch (const pipecut::Error& e) {
+      CHECK(e.file() == tmp);
+      return e.where() + ": " + e.message();
+    }
+    return "accepted";
+  };
+  CHECK(refusal(bytes) == "accepted");
+  std::string notHeader = bytes;  // the first entry is not a central header
+  notHeader[first + 2] = 'x';
+  CHECK(refusal(notHeader) == "central directory entry 0: malformed");
+  std::string longName = bytes;  // its name would run past the directory
+  longName[first + 28] = longName[first + 29] = '\xff';
+  CHECK(refusal(longName) == "central directory entry 0: runs past the directory's end");
   std::filesystem::remove(tmp);
 }

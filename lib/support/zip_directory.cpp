@@ -124,12 +124,12 @@ std::vector<ZipEntry> zipDirectoryEntries(const std::string& path) {
   std::vector<uint8_t> cd = f.read(d.offset, d.size);
   std::vector<ZipEntry> out;
   constexpr size_t kHeader = 46;  // APPNOTE 4.3.12, before the name
+  auto fail = [&](const char* message) { f.fail("central directory entry " + std::to_string(out.size()), message); };
   for (size_t at = 0; at < cd.size();) {
-    const std::string field = "central directory entry " + std::to_string(out.size());
-    if (cd.size() - at < kHeader || littleEndian(&cd[at], 4) != kCentralSignature) f.fail(field, "malformed");
+    if (cd.size() - at < kHeader || littleEndian(&cd[at], 4) != kCentralSignature) fail("malformed");
     size_t nameLen = littleEndian(&cd[at + 28], 2), extraLen = littleEndian(&cd[at + 30], 2),
            commentLen = littleEndian(&cd[at + 32], 2);
-    if (cd.size() - at - kHeader < nameLen + extraLen + commentLen) f.fail(field, "runs past the directory's end");
+    if (cd.size() - at - kHeader < nameLen + extraLen + commentLen) fail("runs past the directory's end");
     ZipEntry e;
     e.crc32 = static_cast<uint32_t>(littleEndian(&cd[at + 16], 4));
     e.name.assign(reinterpret_cast<const char*>(&cd[at + kHeader]), nameLen);
