@@ -48,10 +48,11 @@ std::vector<CommEdge> commEdges(const Manifest& m, const std::vector<int>& stage
 
 struct CommOp {
   int64_t microbatch = 0;
-  int channel = 0;   // what it travels on: a CommEdge::id (inference); see trainCommOrder
+  int channel = 0;   // what it travels on: a CommEdge::id (inference); see stepCommOrder (training)
   bool send = false; // else a receive
   int peer = 0;
-  // The global key: (microbatch + producer stage, edge).
+  // The first part of the global key: inference's wave, microbatch +
+  // producer stage; a training step's nominal end tick of the sending action.
   int64_t wave = 0;
 };
 

@@ -29,7 +29,6 @@
 #include "manifest/verify.h"
 #include "runtime/comm.h"
 #include "runtime/comm_schedule.h"
-#include "runtime/stage_stats.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
@@ -39,6 +38,7 @@
 #include "runtime/placement.h"
 #include "runtime/rank_exit.h"
 #include "runtime/reference.h"
+#include "runtime/stage_stats.h"
 #include "runtime/trace.h"
 #include "support/error.h"
 
@@ -499,9 +499,7 @@ class Engine {
             mem.push_back(DeviceMemory{rk, e[0].get<std::string>(), e[1].get<uint64_t>()});
       }
     }
-    std::vector<std::string> deviceNames;
-    for (const auto& d : devices_) deviceNames.push_back(d.str());
-    r.stageStats = gatherStageStats(dist_.get(), rank_, "busy", busy, stageRank_, deviceNames, r.wallMs);
+    r.stageStats = gatherStageStats(dist_.get(), rank_, "busy", busy, stageRank_, devices_, r.wallMs);
     r.memory = mem;
     r.bubbleMeasured = measuredBubble(r.stageStats, P_, r.wallMs);
 

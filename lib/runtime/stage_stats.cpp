@@ -8,7 +8,7 @@ namespace pipecut::runtime {
 
 std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std::string& key,
                                          const std::map<uint32_t, double>& localBusy, const std::vector<int>& stageRank,
-                                         const std::vector<std::string>& devices, double wallMs) {
+                                         const std::vector<c10::Device>& devices, double wallMs) {
   std::map<uint32_t, double> busy = localBusy;
   if (dist) {
     for (const auto& [s, b] : localBusy) dist->put(key + "/" + std::to_string(s), std::to_string(b));
@@ -20,7 +20,7 @@ std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std:
     StageStats ss;
     ss.stage = s;
     ss.rank = stageRank[s];
-    ss.device = devices[s];
+    ss.device = devices[s].str();
     ss.busyMs = busy.count(s) ? busy[s] : 0;
     ss.busyFraction = wallMs > 0 ? ss.busyMs / wallMs : 0;
     out.push_back(ss);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 #include "runtime/pipeline.h"
 
 namespace pipecut::runtime {
@@ -20,7 +22,7 @@ class DistContext;
 // per stage, as reported.
 std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std::string& key,
                                          const std::map<uint32_t, double>& localBusy, const std::vector<int>& stageRank,
-                                         const std::vector<std::string>& devices, double wallMs);
+                                         const std::vector<c10::Device>& devices, double wallMs);
 
 // 1 - (sum of busy) / (lanes * wall): the share of `lanes` (stages, or
 // workers) that sat idle.

@@ -300,6 +300,10 @@ class Trainer {
     local_.abort();
   }
 
+  // The trace row of this rank's sends and receives, beside its worker's
+  // (runActions uses the worker's index).
+  int messageRow() const { return 1000 + rank_; }
+
   TrainTransport& transportTo(int worker) {
     return world_ == 1 || worker == rank_ ? static_cast<TrainTransport&>(local_) : *commTransport_;
   }
@@ -311,12 +315,12 @@ class Trainer {
     const size_t E = edges_.size();
     if (2 * E >= CommThread::kMaxChannels) invalidInput("manifest", "more than 2048 stage connections");
     std::vector<Channel> channels(2 * E);
+    const auto dev = [&](uint32_t s) { return dist_->nccl() ? devices_[s] : c10::Device(c10::kCPU); };
     for (const auto& e : edges_) {
-      const auto dev = [&](uint32_t s) { return dist_->nccl() ? devices_[s] : c10::Device(c10::kCPU); };
       Channel& a = channels[static_cast<size_t>(e.id)];
       a.wire = DistContext::shapeOf(e.tensor);
       a.recvDevice = dev(e.consumer);
-      a.sendRow = a.recvRow = 1000 + rank_;  // beside the worker's row (runActions)
+      a.sendRow = a.recvRow = messageRow();
       a.recvName = "recv activation " + std::to_string(e.producer) + "->" + std::to_string(e.consumer);
       Channel& g = channels[E + static_cast<size_t>(e.id)];
       g = a;
@@ -661,15 +665,13 @@ class Trainer {
     // In one process the plan's workers are threads of rank 0.
     std::vector<int> stageRank = plan_.stageRank;
     if (world_ == 1) stageRank.assign(P_, 0);
-    std::vector<std::string> deviceNames;
-    for (const auto& d : devices_) deviceNames.push_back(d.str());
-    r.stageStats = gatherStageStats(dist_.get(), rank_, "train/busy", busy, stageRank, deviceNames, r.wallMs);
+    r.stageStats = gatherStageStats(dist_.get(), rank_, "train/busy", busy, stageRank, devices_, r.wallMs);
     // Idle share of the workers (a worker runs its stages one at a time).
     r.bubbleMeasured = measuredBubble(r.stageStats, plan_.perRank.size(), r.wallMs);
     if (!o_.run.tracePath.empty()) {
       std::map<int, std::string> names;
       for (int w : localWorkers_) names[w] = r.plan[static_cast<size_t>(w)];  // "rank 1: 1F0 1F1 1B0 ..."
-      if (comm_) names[1000 + rank_] = "rank " + std::to_string(rank_) + " messages";
+      if (comm_) names[messageRow()] = "rank " + std::to_string(rank_) + " messages";
       trace_.write(rankTracePath(o_.run.tracePath, rank_, world_), names);
     }
     return r;
