@@ -52,6 +52,20 @@ TEST_CASE("topological order is stable and fixes out-of-order graphs", "[passes]
   ir::verify(p);
 }
 
+TEST_CASE("the verifier refuses a graph argument on a node that is not a higher-order op", "[passes]") {
+  // Passes skip the arguments of other nodes when they look for bodies, so a
+  // body there would be invisible to them: the verifier must catch it.
+  ir::Program p = parse(test::programJson(Json::array({test::tensorNode("torch.ops.aten.neg.default", {"x"}, "out")})));
+  ir::Argument body;
+  body.tag = ir::ArgTag::Graph;
+  body.name = "body_0";
+  body.graph = std::make_shared<ir::Graph>();
+  p.graph.nodes[0]->inputs.push_back({"body", body, std::nullopt});
+  CHECK(p.graph.nodes[0]->subgraphs().empty());
+  CHECK_THROWS_WITH(ir::verify(p), Catch::Contains("node 'out' (aten.neg.default) has a graph argument 'body'") &&
+                                       Catch::Contains("but is not a higher-order op"));
+}
+
 TEST_CASE("a cycle is reported with a node on it", "[passes]") {
   ir::Program p = parse(test::programJson(Json::array({
       test::tensorNode("torch.ops.aten.neg.default", {"b"}, "a"),

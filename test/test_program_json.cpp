@@ -53,7 +53,8 @@ Json everyVariantProgram() {
       named("string_to_argument", {{"as_string_to_argument", {{"k", {{"as_tensor", {{"name", "x"}}}}}, {"n", {{"as_int", 1}}}}}}),
       named("float_lists", {{"as_float_lists", Json::array({Json::array({1.5}), Json::array({"Infinity"})})}}),
   });
-  Json node{{"target", "torch.ops.my.everything.default"}, {"inputs", args},
+  // A higher-order op: the only kind of node that may carry a graph argument.
+  Json node{{"target", "torch.ops.higher_order.my_everything"}, {"inputs", args},
             {"outputs", Json::array({Json{{"as_tensor", {{"name", "out"}}}}, Json{{"as_none", true}},
                                      Json{{"as_sym_int", {{"as_name", "s2"}}}}})},
             {"metadata", {{"nn_module_stack", "L__self__,,M;L__self___a,a,torch.nn.Linear"}, {"stack_trace", "x"}}},
@@ -151,6 +152,14 @@ TEST_CASE("malformed programs are refused with the spot named", "[json]") {
   CHECK_THAT(errorOf(j), Catch::Contains("output_specs[0]") && Catch::Contains("undefined value 'nope'"));
 
   j = good;
+  Json body = test::programJson(Json::array({test::tensorNode("torch.ops.aten.relu.default", {"bx"}, "by")}),
+                                {"bx"}, "by")["graph_module"]["graph"];
+  j["graph_module"]["graph"]["nodes"][1]["inputs"].push_back(
+      Json{{"name", "body"}, {"arg", {{"as_graph", {{"name", "body_0"}, {"graph", body}}}}}});
+  CHECK_THAT(errorOf(j), Catch::Contains("nodes[1] (node 'out', torch.ops.aten.neg.default).inputs[1].arg: "
+                                         "a graph argument is only valid on a higher-order op"));
+
+  j = good;
   j["graph_module"]["graph"]["nodes"][0].erase("target");
   CHECK_THAT(errorOf(j), Catch::Contains("nodes[0]: missing field 'target'"));
 }
@@ -175,4 +184,23 @@ TEST_CASE("symbolic sizes print as their symbol names", "[json]") {
   CHECK(s.str() == "Add(s77, 1)");
   s.expr = "Symbol('s0', integer=True)";
   CHECK(s.str() == "s0");
+}
+
+TEST_CASE("a graph finds every value by name through growth and pruning", "[json]") {
+  ir::Graph g;
+  std::vector<ir::Value*> defined;
+  for (int i = 0; i < 5000; ++i) defined.push_back(g.define("v" + std::to_string(i), ir::ValueKind::Tensor, nullptr));
+  CHECK(g.define("v17", ir::ValueKind::Tensor, nullptr) == nullptr);  // taken: refused, nothing added
+  CHECK(g.values.size() == 5000);
+  for (int i = 0; i < 5000; ++i) REQUIRE(g.find("v" + std::to_string(i)) == defined[i]);
+  CHECK(g.find("v5000") == nullptr);
+  CHECK(g.find("") == nullptr);
+
+  // Only graph inputs keep values alive here: keep every third.
+  for (int i = 0; i < 5000; i += 3) g.inputs.push_back(ir::Argument::tensor(defined[i]));
+  g.pruneValues();
+  CHECK(g.values.size() == 1667);
+  for (int i = 0; i < 5000; ++i) REQUIRE(g.find("v" + std::to_string(i)) == (i % 3 == 0 ? defined[i] : nullptr));
+  CHECK(g.define("v1", ir::ValueKind::Tensor, nullptr) != nullptr);  // a pruned name is free again
+  CHECK(g.define("v3", ir::ValueKind::Tensor, nullptr) == nullptr);
 }

@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/value_index.h"
+
 namespace pipecut::ir {
 
 using Json = nlohmann::json;
@@ -175,6 +177,9 @@ struct Node {
   template <class F> void forEachOutputValue(F&& f) const {
     for (const auto& out : outputs) out.forEachValue(f);
   }
+  // The bodies among the inputs. Only higher-order ops have any (the reader
+  // refuses a graph argument elsewhere, the verifier checks it), so for
+  // other nodes this reads the target alone.
   std::vector<Graph*> subgraphs() const;
 
   // Scratch for utilities that index a graph's nodes in arrays (see
@@ -204,9 +209,9 @@ struct Graph {
   size_t nodeCountRecursive() const;
 
  private:
-  // Keys view the Values' own names: a Value is never renamed, and it lives
+  // Keyed by the Values' own names: a Value is never renamed, and it lives
   // (behind its unique_ptr) as long as its entry here.
-  std::unordered_map<std::string_view, Value*> byName_;
+  ValueIndex byName_;
 };
 
 // ---- Signature and program -------------------------------------------------

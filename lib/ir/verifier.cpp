@@ -57,6 +57,10 @@ void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& 
                                 describe(*v->producer));
       if (at == i + 1) invalidInput(where, describe(n) + " uses its own output '" + v->name + "'");
     });
+    if (!n.isHigherOrder())
+      for (const NamedArgument& in : n.inputs)
+        if (in.arg.tag == ArgTag::Graph)
+          invalidInput(where, describe(n) + " has a graph argument '" + in.name + "' but is not a higher-order op");
     size_t k = 0;
     for (const Graph* sub : n.subgraphs())
       verifyGraph(*sub, where + ": " + describe(n) + ": subgraph " + std::to_string(k++), opt);

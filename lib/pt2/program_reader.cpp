@@ -96,7 +96,9 @@ class GraphReader {
         node->isHopSingleTensorReturn = json::boolean(e, w["is_hop_single_tensor_return"]);
       Path wo = w["outputs"];
       size_t k = 0;
-      for (Element out : json::array(field(nj, "outputs", w), wo))
+      json::Array outs = json::array(field(nj, "outputs", w), wo);
+      node->outputs.reserve(outs.size());
+      for (Element out : outs)
         node->outputs.push_back(arg(out, Mode::Define, node.get(), wo[k++]));
       nodeJson.push_back(nj);
       g.nodes.push_back(std::move(node));
@@ -108,13 +110,17 @@ class GraphReader {
       Path w = wNodes[i].node(&node);
       Path wi = w["inputs"];
       size_t k = 0;
-      for (Element na : json::array(field(nj, "inputs", w), wi)) {
+      json::Array ins = json::array(field(nj, "inputs", w), wi);
+      node.inputs.reserve(ins.size());
+      for (Element na : ins) {
         Path wa = wi[k++];
         ir::NamedArgument a;
         a.name = owned(str(field(na, "name", wa), wa["name"]));
         Element kind;
         if (find(na, "kind", kind)) a.kind = json::integer(kind, wa["kind"]);
         a.arg = arg(field(na, "arg", wa), Mode::Resolve, nullptr, wa["arg"]);
+        if (a.arg.tag == ArgTag::Graph && !node.isHigherOrder())
+          fail(wa["arg"], "a graph argument is only valid on a higher-order op (torch.ops.higher_order.*)");
         node.inputs.push_back(std::move(a));
       }
       Element md;

@@ -1,0 +1,60 @@
+#include "ir/value_index.h"
+
+#include <functional>
+
+#include "ir/ir.h"
+
+namespace pipecut::ir {
+
+uint64_t ValueIndex::hashOf(std::string_view name) { return std::hash<std::string_view>{}(name); }
+
+Value* ValueIndex::find(std::string_view name) const {
+  if (slots_.empty()) return nullptr;
+  const uint64_t h = hashOf(name);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (!s.value) return nullptr;  // half full at most: an empty slot always ends the probe
+    if (s.hash == h && s.value->name == name) return s.value;
+  }
+}
+
+bool ValueIndex::insert(Value* v) {
+  if (2 * (count_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
+  const uint64_t h = hashOf(v->name);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (!s.value) {
+      s = {h, v};
+      ++count_;
+      return true;
+    }
+    if (s.hash == h && s.value->name == v->name) return false;
+  }
+}
+
+void ValueIndex::reserve(size_t n) {
+  size_t slots = 16;
+  while (slots < 2 * n) slots *= 2;
+  if (slots > slots_.size()) rehash(slots);
+}
+
+void ValueIndex::clear() {
+  slots_.clear();
+  count_ = 0;
+}
+
+void ValueIndex::rehash(size_t slots) {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(slots, Slot{});
+  const size_t mask = slots - 1;
+  for (const Slot& s : old) {
+    if (!s.value) continue;
+    size_t i = s.hash & mask;
+    while (slots_[i].value) i = (i + 1) & mask;
+    slots_[i] = s;  // names were unique already: no comparison needed
+  }
+}
+
+}  // namespace pipecut::ir
