@@ -1,8 +1,10 @@
 #pragma once
-// How values move between a process's stage threads: a bounded per-stage
-// mailbox keyed by micro-batch, the admission gate that implements the
-// schedule, and the sink that collects final outputs on rank 0.
+// How values move between a process's worker threads: the mailbox keyed by
+// micro-batch (inference's stages and training's workers both receive into
+// one), inference's admission gate that implements its schedule, and the
+// sink that collects final outputs on rank 0.
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -26,15 +28,24 @@ struct Payload {
   std::shared_ptr<at::cuda::CUDAEvent> ready;
 };
 
-// Per-stage inbox of values from other stages, keyed by micro-batch.
+// A worker's inbox: values keyed by (micro-batch, slot), the local half of
+// both executors' transport. Inference gives each stage one, a slot per
+// input fed by another stage, and takes a micro-batch's inputs together
+// (take); training gives each worker one, a slot per message channel
+// (trainChannel: an edge's activations, an edge's gradients), and takes one
+// message at a time (takeOne). The c10d half (runtime/comm.h) delivers into
+// it.
 // - put (a local producer) is bounded: it waits while the micro-batch it
 //   delivers is `window` or more ahead of the one the stage works on, so a
 //   fast stage cannot run away from a slow one. In one process stages take
 //   micro-batches in order, so this never deadlocks. Across processes the
 //   window must be at least the number of stages (see Engine::mailboxWindow).
+//   Training sends with deliver: its action lists bound what is in flight.
 // - deliver (the communication thread, values from other ranks) never waits:
 //   a blocked communication thread would hold up every later message of its
 //   rank, some of which the consumer may need first.
+// Invariant: an entry exists while it holds a value (held > 0) or inference
+// has part of a micro-batch; `held` counts the values stored, not taken.
 class Mailbox {
  public:
   Mailbox(size_t slots, int64_t window) : slots_(slots), window_(window) {}
@@ -54,13 +65,22 @@ class Mailbox {
   void store(int64_t mb, size_t slot, Payload p) {
     if (aborted_) throw Aborted();
     auto& entry = pending_[mb];
-    if (entry.values.empty()) entry.values.resize(slots_);
+    if (entry.values.empty()) {
+      entry.values.resize(slots_);
+      entry.full.assign(slots_, 0);
+    }
     entry.values[slot] = std::move(p);
-    entry.filled++;
+    if (!entry.full[slot]) {
+      entry.full[slot] = 1;
+      entry.filled++;
+      held_++;
+    }
     cv_.notify_all();
   }
 
  public:
+  // Every slot of micro-batch mb, once all are filled; mb + 1 is the next
+  // micro-batch the window admits.
   std::vector<Payload> take(int64_t mb) {
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait(lk, [&] {
@@ -73,10 +93,36 @@ class Mailbox {
     if (slots_ > 0) {
       out = std::move(pending_[mb].values);
       pending_.erase(mb);
+      held_ -= slots_;
     }
     next_ = mb + 1;
     cv_.notify_all();
     return out;
+  }
+
+  // One slot of micro-batch mb, once it is filled.
+  Payload takeOne(int64_t mb, size_t slot) {
+    std::unique_lock<std::mutex> lk(mu_);
+    std::map<int64_t, Entry>::iterator it;
+    cv_.wait(lk, [&] {
+      if (aborted_) return true;
+      it = pending_.find(mb);
+      return it != pending_.end() && it->second.full[slot];
+    });
+    if (aborted_) throw Aborted();
+    Entry& entry = it->second;
+    Payload out = std::move(entry.values[slot]);
+    entry.values[slot] = Payload{};
+    entry.full[slot] = 0;
+    held_--;
+    if (--entry.filled == 0) pending_.erase(it);
+    return out;
+  }
+
+  // Values stored and not yet taken.
+  size_t held() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return held_;
   }
 
   void abort() {
@@ -85,14 +131,24 @@ class Mailbox {
     cv_.notify_all();
   }
 
+  bool aborted() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return aborted_;
+  }
+
+  // No window: for senders whose schedule bounds what is in flight.
+  static constexpr int64_t kUnbounded = INT64_MAX / 2;
+
  private:
   struct Entry {
     std::vector<Payload> values;
+    std::vector<char> full;  // per slot: stored and not taken
     size_t filled = 0;
   };
   size_t slots_;
   int64_t window_;
   int64_t next_ = 0;
+  size_t held_ = 0;
   bool aborted_ = false;
   std::map<int64_t, Entry> pending_;
   std::mutex mu_;

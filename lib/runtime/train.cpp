@@ -275,7 +275,7 @@ class Trainer {
       for (auto& t : threads) t.join();
       if (failed_) std::rethrow_exception(error_);
     }
-    local_.endStep();
+    local_->endStep();
     syncTiedGradients();
     // The next step's communication thread issues on the group again.
     if (dist_) dist_->releaseIssuer();
@@ -297,7 +297,7 @@ class Trainer {
       failed_ = true;
       error_ = std::current_exception();
     }
-    local_.abort();
+    local_->abort();
   }
 
   // The trace row of this rank's sends and receives, beside its worker's
@@ -305,7 +305,7 @@ class Trainer {
   int messageRow() const { return 1000 + rank_; }
 
   TrainTransport& transportTo(int worker) {
-    return world_ == 1 || worker == rank_ ? static_cast<TrainTransport&>(local_) : *commTransport_;
+    return world_ == 1 || worker == rank_ ? static_cast<TrainTransport&>(*local_) : *commTransport_;
   }
 
   // The rank's communication thread (runtime/comm.h) and its channels: per
@@ -330,7 +330,7 @@ class Trainer {
     comm_ = std::make_unique<CommThread>(*dist_, std::move(channels), trace_, [this](int64_t g, int channel, Payload p) {
       commTransport_->deliver(g, channel, std::move(p));
     });
-    commTransport_ = std::make_unique<CommTransport>(*comm_, local_, E);
+    commTransport_ = std::make_unique<CommTransport>(*comm_, *local_, E);
     stepOps_ = stepCommOrder(plan_, edges_, rank_);
     // Every send of a step may be outstanding at once: the plan, not a window,
     // bounds them, and a window could hold a send back behind one whose
@@ -352,7 +352,7 @@ class Trainer {
         comm_->run(order);
       } catch (...) {
         commError = std::current_exception();
-        local_.abort();
+        local_->abort();
       }
     });
     try {
@@ -526,6 +526,7 @@ class Trainer {
       if (row.size() <= edges_[i].input) row.resize(edges_[i].input + 1, kNoEdge);
       row[edges_[i].input] = i;
     }
+    local_ = std::make_unique<LocalTransport>(edges_.size());
   }
 
   const TrainEdge& edgeInto(uint32_t stage, uint32_t input) const {
@@ -694,7 +695,7 @@ class Trainer {
   // (kNoEdge for user inputs), looked up on every action.
   static constexpr size_t kNoEdge = SIZE_MAX;
   std::vector<std::vector<size_t>> edgeOf_;
-  LocalTransport local_;
+  std::unique_ptr<LocalTransport> local_;  // made once edges_ is known
   std::unique_ptr<CommThread> comm_;
   std::unique_ptr<CommTransport> commTransport_;
   std::vector<CommOp> stepOps_;  // this rank's c10d operations in every step

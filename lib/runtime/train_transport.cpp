@@ -49,33 +49,18 @@ std::vector<std::pair<TrainMessage, int>> messagesSent(const Action& a, const st
 
 void LocalTransport::send(const TrainMessage& msg, int dst, at::Tensor t) {
   (void)dst;  // a message names one edge, so one receiver
-  std::lock_guard<std::mutex> lk(mu_);
-  if (aborted_) throw Aborted();
-  box_[msg] = std::move(t);
-  cv_.notify_all();
+  box_.deliver(msg.microbatch, static_cast<size_t>(trainChannel(msg, edgeCount_)), Payload{std::move(t), nullptr});
 }
 
 at::Tensor LocalTransport::recv(const TrainMessage& msg, int src) {
   (void)src;
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return aborted_ || box_.count(msg) > 0; });
-  if (aborted_) throw Aborted();
-  auto it = box_.find(msg);
-  at::Tensor t = std::move(it->second);
-  box_.erase(it);
-  return t;
+  return box_.takeOne(msg.microbatch, static_cast<size_t>(trainChannel(msg, edgeCount_))).tensor;
 }
 
 void LocalTransport::endStep() {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (!box_.empty() && !aborted_)
-    internalError("training step", std::to_string(box_.size()) + " message(s) sent but never received");
-}
-
-void LocalTransport::abort() {
-  std::lock_guard<std::mutex> lk(mu_);
-  aborted_ = true;
-  cv_.notify_all();
+  const size_t left = box_.held();
+  if (left > 0 && !box_.aborted())
+    internalError("training step", std::to_string(left) + " message(s) sent but never received");
 }
 
 // ---- CommTransport
@@ -95,11 +80,8 @@ void CommTransport::deliver(int64_t microbatch, int channel, Payload p) {
   // Workers compute on their device's current stream: the value must be
   // complete before they see it.
   if (p.ready) p.ready->synchronize();
-  const bool activation = static_cast<size_t>(channel) < edgeCount_;
-  TrainMessage msg{activation ? TrainMessage::Kind::Activation : TrainMessage::Kind::Gradient,
-                   static_cast<int>(activation ? static_cast<size_t>(channel) : static_cast<size_t>(channel) - edgeCount_),
-                   static_cast<uint32_t>(microbatch)};
-  inbox_.send(msg, -1, std::move(p.tensor));
+  p.ready.reset();
+  inbox_.deliver(microbatch, channel, std::move(p));
 }
 
 // ---- the order of a step's messages

@@ -7,10 +7,7 @@
 // operations in stepCommOrder and delivers what it receives into the rank's
 // LocalTransport, where the worker takes it. Either way: send never blocks
 // on the receiver; recv blocks until the message it names has arrived.
-#include <condition_variable>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <tuple>
 #include <vector>
 
@@ -19,6 +16,7 @@
 #include "manifest/manifest.h"
 #include "runtime/comm.h"
 #include "runtime/comm_schedule.h"
+#include "runtime/exchange.h"
 #include "runtime/train_schedule.h"
 
 namespace pipecut::runtime {
@@ -67,19 +65,24 @@ class TrainTransport {
   virtual void abort() = 0;
 };
 
-// Between threads of one process; also carries a rank's messages to itself.
+// Between threads of one process; also carries a rank's messages to itself,
+// and is where the communication thread delivers what other ranks sent. One
+// Mailbox (runtime/exchange.h, inference's too) with a slot per channel.
 class LocalTransport : public TrainTransport {
  public:
+  explicit LocalTransport(size_t edgeCount) : edgeCount_(edgeCount), box_(2 * edgeCount, Mailbox::kUnbounded) {}
   void send(const TrainMessage& msg, int dst, at::Tensor t) override;
   at::Tensor recv(const TrainMessage& msg, int src) override;
   void endStep() override;
-  void abort() override;
+  void abort() override { box_.abort(); }
+  // A message that arrived on `channel` (trainChannel's). Never blocks.
+  void deliver(int64_t microbatch, int channel, Payload p) {
+    box_.deliver(microbatch, static_cast<size_t>(channel), std::move(p));
+  }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<TrainMessage, at::Tensor> box_;  // sent, not yet received
-  bool aborted_ = false;
+  size_t edgeCount_;
+  Mailbox box_;
 };
 
 // Between processes: what a worker sends goes to the rank's communication
