@@ -4,8 +4,8 @@
 // one), inference's admission gate that implements its schedule, and the
 // sink that collects final outputs on rank 0.
 #include <chrono>
-#include <climits>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -8,7 +8,6 @@
 // LocalTransport, where the worker takes it. Either way: send never blocks
 // on the receiver; recv blocks until the message it names has arrived.
 #include <cstdint>
-#include <tuple>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -38,9 +37,6 @@ struct TrainMessage {
   enum class Kind : uint8_t { Activation, Gradient } kind = Kind::Activation;
   int edge = 0;
   uint32_t microbatch = 0;
-  auto key() const { return std::tuple(static_cast<int>(kind), edge, microbatch); }
-  bool operator<(const TrainMessage& o) const { return key() < o.key(); }
-  bool operator==(const TrainMessage& o) const { return key() == o.key(); }
 };
 
 // What an action sends, in order: F sends its activations to consumers on
