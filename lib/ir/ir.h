@@ -73,15 +73,39 @@ struct Graph;
 enum class ValueKind { Tensor, SymInt, SymBool, SymFloat, CustomObj };
 const char* valueKindName(ValueKind);
 
+// A value's tensor metadata, or none: optional's interface, its contents
+// out of line, immutable and shared (a carved stage's copy of a value shares
+// its original's). Out of line because every pass walk reads Values'
+// producers and numbers but none reads their metadata: inline, the 184 bytes
+// of it put each Value on several cache lines, and at 10^5 nodes the walks
+// are bound by cache misses.
+class SharedTensorMeta {
+ public:
+  SharedTensorMeta() = default;
+  SharedTensorMeta(std::nullopt_t) {}
+  SharedTensorMeta(TensorMeta m) : p_(std::make_shared<const TensorMeta>(std::move(m))) {}
+  SharedTensorMeta(std::optional<TensorMeta> m) {
+    if (m) p_ = std::make_shared<const TensorMeta>(std::move(*m));
+  }
+  bool has_value() const { return p_ != nullptr; }
+  explicit operator bool() const { return p_ != nullptr; }
+  const TensorMeta& operator*() const { return *p_; }
+  const TensorMeta* operator->() const { return p_.get(); }
+
+ private:
+  std::shared_ptr<const TensorMeta> p_;
+};
+
+// Hot fields (what pass walks read) first, on the object's first cache line.
 struct Value {
-  std::string name;
-  ValueKind kind = ValueKind::Tensor;
   Node* producer = nullptr;          // nullptr: a graph input
-  std::optional<TensorMeta> meta;    // tensors with a tensor_values entry
-  Json symMeta;                      // sym_*_values / custom_obj_values entry, verbatim
   // Scratch for utilities that keep per-value state in arrays (see
   // Graph::numberValues), like Node::number.
   mutable size_t number = 0;
+  ValueKind kind = ValueKind::Tensor;
+  std::string name;
+  SharedTensorMeta meta;             // tensors with a tensor_values entry
+  Json symMeta;                      // sym_*_values / custom_obj_values entry, verbatim
 };
 
 // Argument variants, in the schema's declaration order.
@@ -146,10 +170,16 @@ struct ModuleFrame {
   std::string type;  // qualified class name
 };
 
+// Fields that pass walks read (target, inputs, outputs, number) first.
 struct Node {
   std::string target;                // "torch.ops.aten.add.Tensor"
   std::vector<NamedArgument> inputs;
   std::vector<Argument> outputs;
+  // Scratch for utilities that index a graph's nodes in arrays (see
+  // ir::numberNodes): the position at the last numbering. Maps keyed by
+  // node pointers cost a cache miss per lookup at 10^5 nodes; this costs
+  // none. Stale after a reorder until renumbered: check with ir::positionIn.
+  mutable size_t number = 0;
   // Node metadata (stack traces of ~1 KB, nn_module_stack, ...), verbatim, in
   // the order read. Immutable and shared: carving copies every node into a
   // stage, and a copy keeps its original's. Values are shared too: the reader
@@ -182,11 +212,6 @@ struct Node {
   // other nodes this reads the target alone.
   std::vector<Graph*> subgraphs() const;
 
-  // Scratch for utilities that index a graph's nodes in arrays (see
-  // ir::numberNodes): the position at the last numbering. Maps keyed by
-  // node pointers cost a cache miss per lookup at 10^5 nodes; this costs
-  // none. Stale after a reorder until renumbered: check with ir::positionIn.
-  mutable size_t number = 0;
 };
 
 struct Graph {
