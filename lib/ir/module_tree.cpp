@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 
 #include "support/error.h"
 
@@ -35,29 +36,44 @@ namespace {
 // segments would cost quadratic memory and deep recursion: refused.
 constexpr size_t kMaxModuleDepth = 256;
 
-void checkDepth(const std::string& path, const std::string& where) {
+// `where` makes the error's location, only when there is an error.
+template <class Where>
+void checkDepth(const std::string& path, Where&& where) {
   if (static_cast<size_t>(std::count(path.begin(), path.end(), '.')) >= kMaxModuleDepth)
-    invalidInput(where, "module path nested deeper than " + std::to_string(kMaxModuleDepth) + " levels");
+    invalidInput(where(), "module path nested deeper than " + std::to_string(kMaxModuleDepth) + " levels");
 }
 }  // namespace
 
 ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors) {
   ModuleTree t;
-  t.ensure("");
+  // The nodes of one module call share one parsed stack (ir.h): each
+  // distinct stack is looked up once, and its innermost module (a map entry,
+  // whose address is stable) counts the nodes that share it.
+  std::unordered_map<const std::vector<ModuleFrame>*, ModuleInfo*> innermost;
+  ModuleInfo* root = &t.ensure("");
   std::function<void(const Graph&)> walk = [&](const Graph& g) {
     for (const auto& n : g.nodes) {
-      for (const auto& f : n->frames()) {
-        checkDepth(f.path, "node '" + n->label() + "': nn_module_stack");
-        ModuleInfo& m = t.ensure(f.path);
-        if (m.type.empty()) m.type = f.type;
+      const std::vector<ModuleFrame>* stack = n->moduleStack.get();
+      ModuleInfo* own = root;
+      if (stack && !stack->empty()) {
+        auto [it, first] = innermost.emplace(stack, nullptr);
+        if (first) {
+          for (const auto& f : *stack) {
+            checkDepth(f.path, [&] { return "node '" + n->label() + "': nn_module_stack"; });
+            ModuleInfo& m = t.ensure(f.path);
+            if (m.type.empty()) m.type = f.type;
+          }
+          it->second = &t.ensure(stack->back().path);
+        }
+        own = it->second;
       }
-      t.ensure(n->modulePath()).ownNodes++;
+      own->ownNodes++;
       for (const Graph* sub : n->subgraphs()) walk(*sub);
     }
   };
   walk(p.graph);
   for (const auto& [fqn, bytes] : tensors) {
-    checkDepth(fqn, "tensor '" + fqn.substr(0, 200) + "'");
+    checkDepth(fqn, [&] { return "tensor '" + fqn.substr(0, 200) + "'"; });
     t.ensure(parentPath(fqn)).ownParamBytes += bytes;
   }
 

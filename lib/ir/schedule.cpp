@@ -5,8 +5,8 @@
 #include <map>
 #include <optional>
 #include <queue>
-#include <set>
 #include <string>
+#include <unordered_map>
 
 namespace pipecut::ir {
 
@@ -19,16 +19,38 @@ std::optional<size_t> positionIn(const Graph& g, const Node* n) {
   return std::nullopt;
 }
 
-std::vector<std::vector<size_t>> nodeDependencies(const Graph& g) {
+NodeEdges nodeEdges(const Graph& g) {
   numberNodes(g);
-  std::vector<std::vector<size_t>> deps(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  const size_t n = g.nodes.size();
+  NodeEdges e;
+  e.depStart.assign(n + 1, 0);
+  e.userStart.assign(n + 1, 0);
+  // One walk over the inputs (the cache misses at 10^5 nodes); the rest is
+  // sequential work on flat arrays.
+  e.deps.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
     g.nodes[i]->forEachInputValue([&](Value* v) {
       auto p = positionIn(g, v->producer);
-      if (p && *p != i) deps[i].push_back(*p);
+      if (p && *p != i) {
+        e.deps.push_back(*p);
+        ++e.userStart[*p + 1];
+      }
     });
+    e.depStart[i + 1] = e.deps.size();
   }
-  return deps;
+  for (size_t i = 0; i < n; ++i) e.userStart[i + 1] += e.userStart[i];
+  e.users.resize(e.deps.size());
+  std::vector<size_t> cursor(e.userStart.begin(), e.userStart.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t d : e.depsOf(i)) e.users[cursor[d]++] = i;
+  return e;
+}
+
+bool isTopological(const NodeEdges& e) {
+  for (size_t i = 0; i + 1 < e.depStart.size(); ++i)
+    for (size_t d : e.depsOf(i))
+      if (d > i) return false;
+  return true;
 }
 
 namespace {
@@ -62,17 +84,26 @@ class ModuleAffinity final : public ReadyQueue {
     std::vector<Trie> trie(1);
     parent_.push_back(0);
     frameOf_.resize(g.nodes.size());
+    // The nodes of one module call share one parsed stack (ir.h): each
+    // distinct stack walks the trie once, not each node.
+    std::unordered_map<const std::vector<ModuleFrame>*, size_t> frameOfStack;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
-      size_t t = 0;
-      for (const ModuleFrame& f : g.nodes[i]->frames()) {
-        auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
-        if (fresh) {
-          trie.emplace_back();
-          parent_.push_back(t);
+      const std::vector<ModuleFrame>* stack = g.nodes[i]->moduleStack.get();
+      if (!stack) continue;  // frame 0, the root
+      auto [known, first] = frameOfStack.emplace(stack, 0);
+      if (first) {
+        size_t t = 0;
+        for (const ModuleFrame& f : *stack) {
+          auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
+          if (fresh) {
+            trie.emplace_back();
+            parent_.push_back(t);
+          }
+          t = it->second;
         }
-        t = it->second;
+        known->second = t;
       }
-      frameOf_[i] = t;
+      frameOf_[i] = known->second;
     }
     // DFS numbering (iterative: stacks can be deep).
     first_.resize(trie.size());
@@ -98,7 +129,7 @@ class ModuleAffinity final : public ReadyQueue {
 
   void push(size_t node) override {
     size_t leaf = first_[frameOf_[node]];
-    leaves_[leaf].insert(node);
+    leaves_[leaf].push(node);
     update(leaf);
     ++count_;
   }
@@ -109,7 +140,7 @@ class ModuleAffinity final : public ReadyQueue {
       size_t best = query(first_[frame], last_[frame]);
       if (best != kNone || frame == 0) {
         size_t leaf = first_[frameOf_[best]];
-        leaves_[leaf].erase(best);
+        leaves_[leaf].pop();  // best is the least of all, so the least of its leaf
         update(leaf);
         --count_;
         return best;
@@ -125,7 +156,7 @@ class ModuleAffinity final : public ReadyQueue {
 
   void update(size_t leaf) {
     size_t k = leaf + size_;
-    tree_[k] = leaves_[leaf].empty() ? kNone : *leaves_[leaf].begin();
+    tree_[k] = leaves_[leaf].empty() ? kNone : leaves_[leaf].top();
     for (k /= 2; k >= 1; k /= 2) tree_[k] = std::min(tree_[2 * k], tree_[2 * k + 1]);
   }
 
@@ -139,7 +170,10 @@ class ModuleAffinity final : public ReadyQueue {
   }
 
   std::vector<size_t> parent_, frameOf_, first_, last_;
-  std::vector<std::set<size_t>> leaves_;  // ready nodes per frame, by position
+  // Ready nodes per frame, least position on top. pop() only ever removes
+  // the least of all ready nodes in a range, hence the least of its leaf: a
+  // heap suffices, with no allocation per push as a std::set has.
+  std::vector<std::priority_queue<size_t, std::vector<size_t>, std::greater<>>> leaves_;
   std::vector<size_t> tree_;              // min position over each range of frames
   size_t size_ = 1, count_ = 0;
 };
@@ -153,14 +187,13 @@ std::unique_ptr<ReadyQueue> moduleAffinity(const Graph& g) {
 }
 
 std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCycle) {
-  const size_t n = g.nodes.size();
-  auto deps = nodeDependencies(g);
+  return listSchedule(nodeEdges(g), ready, onCycle);
+}
+
+std::vector<size_t> listSchedule(const NodeEdges& e, ReadyQueue& ready, size_t* onCycle) {
+  const size_t n = e.depStart.size() - 1;
   std::vector<size_t> pending(n);
-  std::vector<std::vector<size_t>> users(n);
-  for (size_t i = 0; i < n; ++i) {
-    pending[i] = deps[i].size();
-    for (size_t d : deps[i]) users[d].push_back(i);
-  }
+  for (size_t i = 0; i < n; ++i) pending[i] = e.depStart[i + 1] - e.depStart[i];
   std::vector<size_t> order;
   for (size_t i = 0; i < n; ++i)
     if (!pending[i]) ready.push(i);
@@ -170,7 +203,7 @@ std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCy
     size_t node = ready.pop(last);
     order.push_back(node);
     last = node;
-    for (size_t u : users[node])
+    for (size_t u : e.usersOf(node))
       if (--pending[u] == 0) ready.push(u);
   }
   if (order.size() == n) return order;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "ir/ir.h"
@@ -17,9 +18,22 @@ void numberNodes(const Graph& g);
 // sits there; nullopt for a node of another graph (or none).
 std::optional<size_t> positionIn(const Graph& g, const Node* n);
 
-// Indices of the nodes in `g` that each node depends on (same scope only),
-// each listed once per use. Numbers the graph's nodes.
-std::vector<std::vector<size_t>> nodeDependencies(const Graph& g);
+// The dependencies among g's nodes (same scope only), each edge once per
+// use, as flat arrays (CSR): 10^5 small vectors would cost an allocation
+// and a cache miss each. Invariant: depsOf(i) in input order; usersOf(d) in
+// ascending node order.
+struct NodeEdges {
+  std::vector<size_t> depStart, deps;    // node i's: deps[depStart[i] .. depStart[i + 1])
+  std::vector<size_t> userStart, users;  // node d's: users[userStart[d] .. userStart[d + 1])
+  std::span<const size_t> depsOf(size_t i) const { return {deps.data() + depStart[i], deps.data() + depStart[i + 1]}; }
+  std::span<const size_t> usersOf(size_t d) const {
+    return {users.data() + userStart[d], users.data() + userStart[d + 1]};
+  }
+};
+// Numbers the graph's nodes.
+NodeEdges nodeEdges(const Graph& g);
+// Whether every node comes after the nodes it depends on.
+bool isTopological(const NodeEdges& e);
 
 // The ready set of a list schedule and the policy that picks from it.
 // Invariant: pop() returns a node that was pushed and not yet popped.
@@ -44,6 +58,7 @@ std::unique_ptr<ReadyQueue> moduleAffinity(const Graph& g);
 // chooses. Returns an empty order, and sets *onCycle to a node on a cycle,
 // when the graph has one.
 std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCycle);
+std::vector<size_t> listSchedule(const NodeEdges& e, ReadyQueue& ready, size_t* onCycle);
 
 // Puts g's nodes in `order`; returns whether anything moved.
 bool applyOrder(Graph& g, const std::vector<size_t>& order);

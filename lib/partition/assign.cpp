@@ -155,27 +155,24 @@ Assignment byStageLists(const ir::Program& p, const SplitSpec& s, const ir::Modu
   }
   // Unlisted nodes join the stage of their first consumer (the earliest stage
   // that uses them); nodes nobody consumes follow their latest producer.
-  auto deps = ir::nodeDependencies(p.graph);
-  std::vector<std::vector<size_t>> users(n);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t d : deps[i]) users[d].push_back(i);
+  ir::NodeEdges edges = ir::nodeEdges(p.graph);
   std::vector<bool> listedNode(n);
   for (size_t i = 0; i < n; ++i) listedNode[i] = a.stageOf[i] >= 0;
   for (size_t i = n; i-- > 0;) {
     if (listedNode[i]) continue;
     int best = -1;
-    for (size_t u : users[i])
+    for (size_t u : edges.usersOf(i))
       if (a.stageOf[u] >= 0 && (best < 0 || a.stageOf[u] < best)) best = a.stageOf[u];
     a.stageOf[i] = best;
   }
   for (size_t i = 0; i < n; ++i) {
     if (a.stageOf[i] >= 0) continue;
     int best = 0;
-    for (size_t d : deps[i]) best = std::max(best, a.stageOf[d]);
+    for (size_t d : edges.depsOf(i)) best = std::max(best, a.stageOf[d]);
     a.stageOf[i] = best;
   }
   for (size_t i = 0; i < n; ++i)
-    for (size_t d : deps[i])
+    for (size_t d : edges.depsOf(i))
       if (a.stageOf[d] > a.stageOf[i]) {
         const ir::Node& from = *p.graph.nodes[d];
         const ir::Node& to = *p.graph.nodes[i];

@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ir/clone.h"
 #include "ir/module_tree.h"
@@ -123,6 +124,7 @@ class Carver {
 
   void index() {
     ir::numberNodes(g_);
+    g_.numberValues();
     for (size_t i = 0; i < p_.inputSpecs.size(); ++i) {
       const auto& s = p_.inputSpecs[i];
       if (s.kind == ir::InputKind::UserInput) {
@@ -200,14 +202,21 @@ class Carver {
 
 
   // External values a node set reads, in first-use order.
+  // Membership and "seen" are flags over node positions and value numbers
+  // (index() numbers both): hash sets of 10^5 entries cost a cache miss per
+  // probe. A value of another scope (the verifier refuses those) goes
+  // through a set.
   std::vector<const Value*> externals(const std::vector<size_t>& nodes) const {
-    std::unordered_set<size_t> inSet(nodes.begin(), nodes.end());
+    std::vector<char> inSet(g_.nodes.size(), 0);
+    for (size_t i : nodes) inSet[i] = 1;
+    std::vector<char> seen(g_.values.size(), 0);
+    std::unordered_set<const Value*> seenElsewhere;
     std::vector<const Value*> out;
-    std::unordered_set<const Value*> seen;
     for (size_t i : nodes)
       g_.nodes[i]->forEachInputValue([&](Value* v) {
-        if (v->producer && inSet.count(pos(v->producer))) return;
-        if (seen.insert(v).second) out.push_back(v);
+        if (v->producer && inSet[pos(v->producer)]) return;
+        bool fresh = g_.owns(v) ? !std::exchange(seen[v->number], 1) : seenElsewhere.insert(v).second;
+        if (fresh) out.push_back(v);
       });
     return out;
   }
@@ -515,12 +524,20 @@ class Carver {
   std::vector<std::vector<std::string>> containedModules() const {
     struct Count {
       int stage = -1;      // the one stage holding all of its nodes so far, or kMixed
-      size_t nodes = 0;
+      size_t nodes = 0;    // node runs counted (0: not seen yet)
     };
     constexpr int kMixed = -2;
     std::unordered_map<std::string_view, Count> count;
+    // A node with the stack (shared per module call) and the stage of the
+    // node before it changes no count's stage: skipped, not hashed again.
+    const std::vector<ir::ModuleFrame>* lastStack = nullptr;
+    int lastStage = -1;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       int st = a_.stageOf[i];
+      const std::vector<ir::ModuleFrame>* stack = g_.nodes[i]->moduleStack.get();
+      if (stack && stack == lastStack && st == lastStage) continue;
+      lastStack = stack;
+      lastStage = st;
       for (const auto& f : g_.nodes[i]->frames()) {
         if (f.path.empty()) continue;
         Count& c = count[f.path];

@@ -15,10 +15,13 @@ bool orderGraph(ir::Graph& g, const std::string& where) {
   for (auto& n : g.nodes)
     for (ir::Graph* sub : n->subgraphs()) changed |= orderGraph(*sub, where + ": node '" + n->label() + "'");
 
-  // Among ready nodes the earliest goes first, so an ordered graph stays as it is.
+  // Among ready nodes the earliest goes first, so an ordered graph stays as
+  // it is: exported graphs are, and need no schedule at all.
+  ir::NodeEdges edges = ir::nodeEdges(g);
+  if (ir::isTopological(edges)) return changed;
   size_t onCycle = 0;
   auto ready = ir::earliestFirst();
-  auto order = ir::listSchedule(g, *ready, &onCycle);
+  auto order = ir::listSchedule(edges, *ready, &onCycle);
   if (order.empty() && !g.nodes.empty())
     invalidInput(where, "the graph has a cycle through node '" + g.nodes[onCycle]->label() + "' (" +
                             g.nodes[onCycle]->opName() + ")");

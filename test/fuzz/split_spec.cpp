@@ -151,9 +151,9 @@ int split_spec(const uint8_t* data, size_t size) {
   }
   for (size_t s = 0; s < count.size(); ++s)
     if (!count[s]) finding("stage " + std::to_string(s) + " is empty");
-  auto deps = ir::nodeDependencies(f.program.graph);
+  ir::NodeEdges edges = ir::nodeEdges(f.program.graph);
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (size_t d : deps[i])
+    for (size_t d : edges.depsOf(i))
       if (a.stageOf[d] > a.stageOf[i]) finding("data flows backward into node '" + nodes[i]->label() + "'");
   return 0;
 }
