@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "ir/schedule.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
@@ -50,6 +51,42 @@ TEST_CASE("topological order is stable and fixes out-of-order graphs", "[passes]
   pm.run(p);
   CHECK(order(p.graph) == std::vector<std::string>{"d", "a", "b", "out"});
   ir::verify(p);
+}
+
+TEST_CASE("node edges list each use, users ascending, and tell an ordered graph", "[passes]") {
+  // out uses b twice and d; b uses a; d is listed first and independent.
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.relu.default", {"x"}, "d"),
+      test::tensorNode("torch.ops.aten.add.Tensor", {"b", "b"}, "e"),
+      test::tensorNode("torch.ops.aten.add.Tensor", {"e", "d"}, "out"),
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "a"),
+      test::tensorNode("torch.ops.aten.exp.default", {"a"}, "b"),
+  })));
+  ir::NodeEdges e = ir::nodeEdges(p.graph);
+  auto list = [](std::span<const size_t> s) { return std::vector<size_t>(s.begin(), s.end()); };
+  CHECK(list(e.depsOf(0)).empty());
+  CHECK(list(e.depsOf(1)) == std::vector<size_t>{4, 4});  // once per use
+  CHECK(list(e.depsOf(2)) == std::vector<size_t>{1, 0});  // input order
+  CHECK(list(e.depsOf(4)) == std::vector<size_t>{3});
+  CHECK(list(e.usersOf(0)) == std::vector<size_t>{2});
+  CHECK(list(e.usersOf(4)) == std::vector<size_t>{1, 1});
+  CHECK(list(e.usersOf(2)).empty());
+  CHECK_FALSE(ir::isTopological(e));
+  auto ready = ir::earliestFirst();
+  auto sorted = ir::listSchedule(e, *ready, nullptr);
+  CHECK(sorted == std::vector<size_t>{0, 3, 4, 1, 2});
+  ir::applyOrder(p.graph, sorted);
+  CHECK(ir::isTopological(ir::nodeEdges(p.graph)));
+  // A cycle: listed first, a node on it named.
+  ir::Program c = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.neg.default", {"q"}, "p"),
+      test::tensorNode("torch.ops.aten.neg.default", {"p"}, "q"),
+      test::tensorNode("torch.ops.aten.neg.default", {"q"}, "out"),
+  })));
+  size_t onCycle = 99;
+  auto none = ir::earliestFirst();
+  CHECK(ir::listSchedule(ir::nodeEdges(c.graph), *none, &onCycle).empty());
+  CHECK(onCycle == 0);
 }
 
 TEST_CASE("the verifier refuses a graph argument on a node that is not a higher-order op", "[passes]") {
