@@ -496,7 +496,7 @@ class Emitter final : public BodyEmitter {
       case ir::ArgTag::Ints: return graph_->insertConstant(a.literal.get<std::vector<int64_t>>());
       case ir::ArgTag::Floats: {
         std::vector<double> v;
-        for (const auto& x : a.literal) v.push_back(ir::Argument{ir::ArgTag::Float, x}.asFloat());
+        for (const auto& x : a.literal) v.push_back(ir::Argument::literalOf(ir::ArgTag::Float, x).asFloat());
         return graph_->insertConstant(v);
       }
       case ir::ArgTag::Bools: {
@@ -517,8 +517,8 @@ class Emitter final : public BodyEmitter {
         return graph_->insertConstant(c10::Device(d.type + (d.index ? ":" + std::to_string(*d.index) : "")));
       }
       case ir::ArgTag::Complex:
-        return graph_->insertConstant(c10::complex<double>(ir::Argument{ir::ArgTag::Float, a.literal["real"]}.asFloat(),
-                                                           ir::Argument{ir::ArgTag::Float, a.literal["imag"]}.asFloat()));
+        return graph_->insertConstant(c10::complex<double>(ir::Argument::literalOf(ir::ArgTag::Float, a.literal["real"]).asFloat(),
+                                                           ir::Argument::literalOf(ir::ArgTag::Float, a.literal["imag"]).asFloat()));
       default:
         fail(where_, std::string("argument '") + what + "' of variant " + ir::argTagKey(a.tag) +
                          " cannot be expressed in TorchScript");

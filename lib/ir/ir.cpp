@@ -158,6 +158,13 @@ std::string TensorMeta::shapeStr() const {
   return s + "]";
 }
 
+Argument Argument::literalOf(ArgTag tag, Json literal) {
+  Argument a;
+  a.tag = tag;
+  a.literal = std::move(literal);
+  return a;
+}
+
 Argument Argument::tensor(Value* v) {
   Argument a;
   a.tag = ArgTag::Tensor;

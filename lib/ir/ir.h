@@ -127,14 +127,18 @@ struct Ref {
   Json literal;
 };
 
+// refs and entries, what forEachValue reads in every pass walk, first: on
+// the object's first cache line.
 struct Argument {
   ArgTag tag = ArgTag::None;
-  Json literal;                      // payload of literal-only variants, verbatim
   std::vector<Ref> refs;             // reference-bearing variants (1 entry for scalars)
+  std::vector<std::pair<std::string, Argument>> entries;  // StringToArgument
+  Json literal;                      // payload of literal-only variants, verbatim
   std::vector<size_t> nesting;       // NestedTensors: lengths of the inner lists
   std::string name;                  // Graph: attribute name; CustomObj: class_fqn
   std::shared_ptr<Graph> graph;      // Graph
-  std::vector<std::pair<std::string, Argument>> entries;  // StringToArgument
+
+  static Argument literalOf(ArgTag tag, Json literal);
 
   static Argument tensor(Value* v);
   static Argument integer(int64_t v);  // {"as_int": v}
@@ -158,10 +162,15 @@ struct Argument {
   }
 };
 
+// The argument first, so that its refs share the first cache line.
 struct NamedArgument {
-  std::string name;
   Argument arg;
+  std::string name;
   std::optional<int64_t> kind;       // ArgumentKind: 1 positional, 2 keyword
+
+  NamedArgument() = default;
+  NamedArgument(std::string n, Argument a, std::optional<int64_t> k = std::nullopt)
+      : arg(std::move(a)), name(std::move(n)), kind(k) {}
 };
 
 struct ModuleFrame {
