@@ -204,3 +204,43 @@ TEST_CASE("a graph finds every value by name through growth and pruning", "[json
   CHECK(g.define("v1", ir::ValueKind::Tensor, nullptr) != nullptr);  // a pruned name is free again
   CHECK(g.define("v3", ir::ValueKind::Tensor, nullptr) == nullptr);
 }
+
+TEST_CASE("an argument's ref list keeps one ref inline and lists in order", "[json]") {
+  ir::Value a, b, c;
+  auto values = [](const ir::RefList& l) {
+    std::vector<const ir::Value*> out;
+    for (const ir::Ref& r : l) out.push_back(r.value);
+    return out;
+  };
+  ir::RefList l;
+  CHECK(l.empty());
+  CHECK(l.begin() == l.end());
+  l.push_back(ir::Ref{&a, nullptr});
+  CHECK(l.size() == 1);
+  CHECK(l[0].value == &a);
+  l.push_back(ir::Ref{nullptr, Json{{"as_int", 3}}});
+  l.push_back(ir::Ref{&c, nullptr});
+  CHECK(l.size() == 3);
+  CHECK(values(l) == std::vector<const ir::Value*>{&a, nullptr, &c});
+  CHECK(l.at(1).literal == Json{{"as_int", 3}});
+  CHECK_THROWS_AS(l.at(3), std::out_of_range);
+  ir::RefList copy = l;  // a copy owns its refs
+  copy[0].value = &b;
+  CHECK(l[0].value == &a);
+  CHECK(values(copy) == std::vector<const ir::Value*>{&b, nullptr, &c});
+  ir::RefList moved = std::move(copy);
+  CHECK(moved.size() == 3);
+  moved = {ir::Ref{&b, nullptr}};
+  CHECK(values(moved) == std::vector<const ir::Value*>{&b});
+  moved.reserve(4);
+  moved.push_back(ir::Ref{&c, nullptr});
+  CHECK(values(moved) == std::vector<const ir::Value*>{&b, &c});
+  moved = {};
+  CHECK(moved.empty());
+  moved.push_back(ir::Ref{&a, nullptr});
+  CHECK(values(moved) == std::vector<const ir::Value*>{&a});
+  // Through an Argument, as every pass reads it.
+  ir::Argument arg = ir::Argument::tensor(&a);
+  CHECK(arg.isValue());
+  CHECK(arg.value() == &a);
+}
