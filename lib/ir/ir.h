@@ -9,6 +9,7 @@
 // ...) are kept as their schema JSON so that writing a graph back reproduces
 // them exactly.
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -191,7 +192,7 @@ struct Argument {
   std::string name;                  // Graph: attribute name; CustomObj: class_fqn
   std::shared_ptr<Graph> graph;      // Graph
 
-  static Argument literalOf(ArgTag tag, Json literal);
+  static Argument literalOf(ArgTag tag, Json literal);  // a literal-only variant, e.g. {tag Float, 1.5}
 
   static Argument tensor(Value* v);
   static Argument integer(int64_t v);  // {"as_int": v}
@@ -273,7 +274,6 @@ struct Node {
   // refuses a graph argument elsewhere, the verifier checks it), so for
   // other nodes this reads the target alone.
   std::vector<Graph*> subgraphs() const;
-
 };
 
 struct Graph {
