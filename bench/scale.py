@@ -39,7 +39,8 @@ Goals (issue 8), all measured in this run on this machine:
              main (PIPECUT_TIME_PHASES's total, i.e. beyond process start),
              medians of --repeat runs; 10x the nodes <= 11x the time, and
              deep-1600 <= 3 s beyond process start. Wall time minus the
-             median `pipecut --version` is printed next to it.
+             median `pipecut --version` is printed next to it, and each
+             phase's medians at both sizes with their ratio.
   pipeline   bench/split_vs_pipeline.py --size 7b (the same 7B-shaped model,
              rotary no_grad removed so that pipeline() works): pipeline() +
              capturing stage inputs + saving every stage as TorchScript and
@@ -286,21 +287,41 @@ def phase_total(stderr):
     raise SystemExit("no 'phase total' line: is pipecut built from this tree?\n" + stderr)
 
 
+def phase_times(stderr):
+    """{phase: seconds} from PIPECUT_TIME_PHASES's lines ("phase NAME  0.123 s")."""
+    out = {}
+    for line in stderr.splitlines():
+        if line.startswith("phase ") and line.endswith(" s"):
+            name, secs = line[len("phase "):-2].rsplit(None, 1)
+            out[name.strip()] = float(secs)
+    return out
+
+
 def node_goals(args, paths, specs, nodes, goals):
     pc = args.pipecut
     env = dict(os.environ, PIPECUT_TIME_PHASES="1")
     start = median([run([pc, "--version"])[0] for _ in range(args.repeat)])
-    inside, wall = {}, {}
+    inside, wall, phases = {}, {}, {}
     for layers in (160, 1600):
         name = f"deep{layers}"
-        ins, walls = [], []
+        ins, walls, per_phase = [], [], {}
         for _ in range(args.repeat):
             s, _, _, err = run([pc, "split", paths[name], "--spec", specs[name], "--preview"], env=env)
             ins.append(phase_total(err))
             walls.append(s)
+            for k, v in phase_times(err).items():
+                per_phase.setdefault(k, []).append(v)
         inside[layers], wall[layers] = median(ins), median(walls)
+        phases[layers] = {k: median(v) for k, v in per_phase.items()}
         print(f"  {name}: {nodes[layers]} nodes, {inside[layers]:.3f} s in main, wall {wall[layers]:.3f} s "
               f"(process start {start:.3f} s)", flush=True)
+    # Where a ratio above the node ratio comes from: each phase's medians
+    # (phases print in ms steps, so the short ones are coarse at 10^4 nodes).
+    print("  phase medians, 10^4 -> 10^5 nodes:")
+    for k, small in phases[160].items():
+        big = phases[1600].get(k, 0.0)
+        ratio = f"{big / small:5.1f}x" if small > 0 else "     -"
+        print(f"    {k:38s} {small * 1e3:7.1f} ms {big * 1e3:8.1f} ms  {ratio}")
     ratio_nodes = nodes[1600] / nodes[160]
     goals.add(f"time ratio for {ratio_nodes:.1f}x the nodes", inside[1600] / inside[160], round(1.1 * ratio_nodes, 1),
               "<=", f"({inside[160]:.3f} s -> {inside[1600]:.3f} s in main; wall minus start "
