@@ -85,11 +85,7 @@ const char* valueKindName(ValueKind);
 class SharedTensorMeta {
  public:
   SharedTensorMeta() = default;
-  SharedTensorMeta(std::nullopt_t) {}
   SharedTensorMeta(TensorMeta m) : p_(std::make_shared<const TensorMeta>(std::move(m))) {}
-  SharedTensorMeta(std::optional<TensorMeta> m) {
-    if (m) p_ = std::make_shared<const TensorMeta>(std::move(*m));
-  }
   bool has_value() const { return p_ != nullptr; }
   explicit operator bool() const { return p_ != nullptr; }
   const TensorMeta& operator*() const { return *p_; }
