@@ -232,7 +232,6 @@ TEST_CASE("an argument's ref list keeps one ref inline and lists in order", "[js
   CHECK(moved.size() == 3);
   moved = {ir::Ref{&b, nullptr}};
   CHECK(values(moved) == std::vector<const ir::Value*>{&b});
-  moved.reserve(4);
   moved.push_back(ir::Ref{&c, nullptr});
   CHECK(values(moved) == std::vector<const ir::Value*>{&b, &c});
   moved = {};

@@ -165,9 +165,6 @@ class RefList {
       many().push_back(std::move(r));
     }
   }
-  void reserve(size_t n) {
-    if (!one() && n > 1) many().reserve(n);
-  }
 
  private:
   bool one() const { return rep_.index() == 1; }
