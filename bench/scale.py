@@ -166,8 +166,8 @@ def models(work):
         torch.export.save(ep, paths["l2"])
     nodes = {}
     for layers in (160, 1600):
-        p = os.path.join(work, f"deep{layers}.pt2")
-        count = os.path.join(work, f"deep{layers}.nodes")
+        p = os.path.join(work, f"deep{layers}-v{deep_program.VERSION}.pt2")
+        count = os.path.join(work, f"deep{layers}-v{deep_program.VERSION}.nodes")
         if not os.path.exists(p) or not os.path.exists(count):
             with open(count, "w") as f:
                 f.write(str(deep_program.replicate(paths["l2"], layers, p)))
