@@ -566,14 +566,24 @@ class Carver {
     for (const auto* table : {&whole_.weights, &whole_.constants})
       for (const auto& [fqn, t] : *table)
         byStorage[{t.data.source.get(), t.data.record}].insert(fqn);
-    std::vector<TiedGroup> groups;
+    // Each lifted value finds its group through the FQN: asking every group
+    // about every lifted value cost weights x weights lookups (seconds for a
+    // model with 10^4 weights).
+    std::unordered_map<std::string_view, size_t> groupOf;
+    std::vector<const std::set<std::string>*> members;
     for (const auto& [key, names] : byStorage) {
-      std::set<uint32_t> holders;
-      for (size_t s = 0; s < stages_.size(); ++s)
-        for (const Value* v : stages_[s].lifted)
-          if (names.count(p_.inputSpecs[liftedSpec_.at(v)].target)) holders.insert(static_cast<uint32_t>(s));
-      if (holders.size() < 2) continue;
-      groups.push_back(TiedGroup{{names.begin(), names.end()}, {holders.begin(), holders.end()}});
+      for (const std::string& fqn : names) groupOf.emplace(fqn, members.size());
+      members.push_back(&names);
+    }
+    std::vector<std::set<uint32_t>> holders(members.size());
+    for (size_t s = 0; s < stages_.size(); ++s)
+      for (const Value* v : stages_[s].lifted)
+        if (auto it = groupOf.find(p_.inputSpecs[liftedSpec_.at(v)].target); it != groupOf.end())
+          holders[it->second].insert(static_cast<uint32_t>(s));
+    std::vector<TiedGroup> groups;
+    for (size_t k = 0; k < members.size(); ++k) {
+      if (holders[k].size() < 2) continue;
+      groups.push_back(TiedGroup{{members[k]->begin(), members[k]->end()}, {holders[k].begin(), holders[k].end()}});
     }
     return groups;
   }
