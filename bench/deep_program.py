@@ -4,9 +4,9 @@ replicate its second decoder layer in the program JSON, as many times as
 wanted. Each copy gets its own values, its own parameter placeholders and
 FQNs (model.layers.<k>...) and its own module-call entries, and takes the
 previous copy's hidden state; the shared rotary tables and mask feed every
-copy, as in the real model. Weights of the copies share the original layer's
-records (the payload config points every copy at them), so the file stays
-small while the program has the node count of a deep model.
+copy, as in the real model. Each copy's weights are copies of the original
+layer's records (a tiny layer's are ~9 KB), so the program has the node and
+weight count of a deep model and no weight is tied to another layer's.
 
     python bench/deep_program.py SRC.pt2 LAYERS OUT.pt2
 """
@@ -18,8 +18,9 @@ import zipfile
 
 # Bumped whenever the output changes, so that cached copies are rebuilt
 # (bench/scale.py names its files with it). 2: tensor_values in definition
-# order, copies' placeholders in first-use order.
-VERSION = 2
+# order, copies' placeholders in first-use order. 3: each copy's weights in
+# records of their own.
+VERSION = 3
 
 
 def _names_in(obj, out):
@@ -106,7 +107,9 @@ def replicate(src, layers, dst):
               for s in gm["signature"]["input_specs"] if "parameter" in s}
     layer_params = [p for p in ext if p in params and params[p].startswith("model.layers.1.")]
 
-    new_nodes, new_specs, new_inputs = [], [], []
+    new_nodes, new_specs, new_inputs, new_recs = [], [], [], []
+    weights_dir = weights_rec.rsplit("/", 1)[0]
+    infos_by_name = {i.filename: i for i in infos}
     prev_out = layer_out
     tv = g["tensor_values"]
     for k in range(2, layers):
@@ -119,7 +122,14 @@ def replicate(src, layers, dst):
             new_specs.append({"parameter": {"arg": {"name": np_name}, "parameter_name": fqn}})
             new_inputs.append({"as_tensor": {"name": np_name}})
             tv[np_name] = tv[p]
-            wcfg["config"][fqn] = wcfg["config"][params[p]]
+            # A record of its own, as in a real deep model: shared records
+            # would tie every layer's weights together.
+            entry = dict(wcfg["config"][params[p]])
+            entry["path_name"] = f"{entry['path_name']}_L{k}"
+            src_rec = f"{weights_dir}/{wcfg['config'][params[p]]['path_name']}"
+            new_recs.append((zipfile.ZipInfo(f"{weights_dir}/{entry['path_name']}", date_time=infos_by_name[src_rec].date_time),
+                             records[src_rec]))
+            wcfg["config"][fqn] = entry
         for n in body:
             c = _rename(copy.deepcopy(n), mapping)
             md = c.get("metadata", {})
@@ -163,6 +173,8 @@ def replicate(src, layers, dst):
     with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as z:
         for i in infos:
             z.writestr(i, records[i.filename])
+        for info, data in new_recs:
+            z.writestr(info, data)
     return len(g["nodes"])
 
 
