@@ -4,6 +4,7 @@
 // well under a second.
 #include "pt2/program_json.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -84,6 +85,8 @@ class GraphReader {
     g.reserveValues(inputs.size() + nodes.size() + nodes.size() / 4);  // most nodes have one output
     std::vector<Element> nodeJson;
     nodeJson.reserve(nodes.size());
+    std::vector<size_t> definedBy;  // how many values the graph has after node i's outputs
+    definedBy.reserve(nodes.size());
     g.nodes.reserve(nodes.size());
     i = 0;
     for (Element nj : nodes) {
@@ -101,12 +104,14 @@ class GraphReader {
       for (Element out : outs)
         node->outputs.push_back(arg(out, Mode::Define, node.get(), wo[k++]));
       nodeJson.push_back(nj);
+      definedBy.push_back(g.values.size());
       g.nodes.push_back(std::move(node));
     }
 
     for (i = 0; i < g.nodes.size(); ++i) {
       Element nj = nodeJson[i];
       Node& node = *g.nodes[i];
+      recentEnd_ = definedBy[i];
       Path w = wNodes[i].node(&node);
       Path wi = w["inputs"];
       size_t k = 0;
@@ -135,6 +140,7 @@ class GraphReader {
       }
     }
 
+    recentEnd_ = g.values.size();
     i = 0;
     for (Element out : outputs) g.outputs.push_back(arg(out, Mode::Resolve, nullptr, wOutputs[i++]));
 
@@ -144,13 +150,27 @@ class GraphReader {
  private:
   enum class Mode { Define, Resolve };
 
+  // Most uses name a value that one of the last few nodes made. Those are
+  // the last values defined before recentEnd_ (values are defined in node
+  // order): a short scan over Values allocated side by side finds them
+  // without the index, whose slots at 10^5 values are cache misses.
+  Value* findNear(std::string_view name) const {
+    const auto& values = g_->values;
+    const size_t end = std::min(recentEnd_, values.size());
+    const size_t stop = end > kNear ? end - kNear : 0;
+    for (size_t i = end; i-- > stop;)
+      if (values[i]->name == name) return values[i].get();
+    return g_->find(name);
+  }
+  static constexpr size_t kNear = 16;
+
   Value* ref(std::string_view name, ValueKind kind, Mode mode, Node* producer, const Path& w) {
     if (mode == Mode::Define) {
       Value* v = g_->define(owned(name), kind, producer);
       if (!v) fail(w, "value '" + owned(name) + "' is defined twice");
       return v;
     }
-    Value* v = g_->find(name);
+    Value* v = findNear(name);
     if (!v) fail(w, "uses undefined value '" + owned(name) + "'");
     if (v->kind != kind)
       fail(w, "value '" + owned(name) + "' is a " + ir::valueKindName(v->kind) + ", used as a " +
@@ -349,6 +369,7 @@ class GraphReader {
   const Path& where_;
   Graph* g_ = nullptr;
   ReaderCaches& caches_;
+  size_t recentEnd_ = 0;  // findNear scans the values defined before this one
 };
 
 Argument resolveName(const Graph& g, Element j, ValueKind kind, const Path& w) {

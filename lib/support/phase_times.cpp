@@ -35,9 +35,9 @@ bool phaseTimesWanted() {
 
 void printPhaseTimes() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  for (const auto& [n, s] : g_phases) std::fprintf(stderr, "phase %-28s %8.3f s\n", n.c_str(), s);
+  for (const auto& [n, s] : g_phases) std::fprintf(stderr, "phase %-28s %9.4f s\n", n.c_str(), s);
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
-  std::fprintf(stderr, "phase %-28s %8.3f s\n", "total (since main)", total);
+  std::fprintf(stderr, "phase %-28s %9.4f s\n", "total (since main)", total);
   g_phases.clear();
 }
 
