@@ -1,7 +1,12 @@
 // The TorchScript emitter's refusals name the node and what it cannot express.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
+#include <caffe2/serialize/inline_container.h>
+
 #include "emit/torchscript.h"
+#include "pt2/package.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
 #include "test_util.h"
@@ -68,4 +73,30 @@ TEST_CASE("the emitter writes a plain program and refuses what TorchScript canno
   CHECK_THAT(emitError(test::programJson(Json::array({scan}))),
              Catch::Contains("node 'out' (higher_order.scan)") &&
                  Catch::Contains("higher-order op 'scan' is not supported by the TorchScript emitter"));
+}
+
+TEST_CASE("a ModuleList entry is bound under its list's name, not the printer's temporaries' _N", "[emit]") {
+  // The printer names a getattr after its field ("_0" for "0") and its
+  // temporaries "_0", "_1", ...: the collision made every temporary's name
+  // search walk the taken names, quadratic in the layer count.
+  pt2::Package pkg = pt2::readPackage(test::fixture("llama_tiny"));
+  const std::string path = test::outPath("emit/module_list_names.pt");
+  {
+    std::ofstream out(path, std::ios::binary);
+    emit::writeTorchScript(pkg, "stage_000", [&](const void* d, size_t n) {
+      out.write(static_cast<const char*>(d), static_cast<std::streamsize>(n));
+      return n;
+    });
+  }
+  // The code records are deflated: read them with torch's own reader.
+  caffe2::serialize::PyTorchStreamReader zip(path);
+  std::string code;
+  for (const std::string& r : zip.getAllRecords())
+    if (r.size() > 3 && r.compare(r.size() - 3, 3, ".py") == 0) {
+      auto [data, size] = zip.getRecord(r);
+      code.append(static_cast<const char*>(data.get()), size);
+    }
+  CHECK_THAT(code, Catch::Contains("layers_0 = getattr(layers, \"0\")"));
+  CHECK_THAT(code, Catch::Contains("layers_1 = getattr(layers, \"1\")"));
+  CHECK(code.find(" _0 = getattr(") == std::string::npos);
 }

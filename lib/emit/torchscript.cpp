@@ -203,13 +203,25 @@ class Emitter final : public BodyEmitter {
     if (it != attrs_.end()) return it->second;
     jit::Value* cur = self_;
     size_t start = 0;
-    std::string prefix;
+    std::string prefix, parent = "m";
     while (true) {
       size_t dot = fqn.find('.', start);
       std::string part = fqn.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       prefix += (prefix.empty() ? "" : ".") + part;
       auto cached = attrs_.find(prefix);
-      cur = cached != attrs_.end() ? cached->second : (attrs_[prefix] = graph_->insertGetAttr(cur, part));
+      if (cached != attrs_.end()) {
+        cur = cached->second;
+      } else {
+        cur = attrs_[prefix] = graph_->insertGetAttr(cur, part);
+        // The printer names a getattr after its field, "_9" for a ModuleList's
+        // "9", and its temporaries "_0", "_1", ...: with a list of 10^3 layers
+        // each temporary's name search walked through the taken "_N" names
+        // (quadratic: 4 s of writing a 10^5-node stage). "layers_9" collides
+        // with nothing the printer makes up.
+        if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos)
+          cur->setDebugName(parent + "_" + part);
+      }
+      parent = part;
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
