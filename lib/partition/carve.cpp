@@ -105,6 +105,7 @@ class Carver {
  private:
   struct StageData {
     std::vector<size_t> nodes;                 // own and recomputed, by original position
+    std::vector<const Value*> externals;       // what `nodes` read from outside, first-use order
     std::set<size_t> recomputedNodes;
     std::vector<std::string> recomputedValues;
     std::vector<const Value*> lifted;          // placeholders read, signature order
@@ -226,7 +227,8 @@ class Carver {
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (a_.stageOf[i] == s) d.nodes.push_back(i);
     std::set<size_t> extra;
-    for (const Value* v : externals(d.nodes)) {
+    d.externals = externals(d.nodes);
+    for (const Value* v : d.externals) {
       if (!v->producer) continue;
       auto slice = recomputeSlice(v);
       if (slice.empty()) continue;
@@ -235,8 +237,11 @@ class Carver {
     }
     for (size_t i : extra)
       if (a_.stageOf[i] != s) d.recomputedNodes.insert(i);
-    d.nodes.insert(d.nodes.end(), d.recomputedNodes.begin(), d.recomputedNodes.end());
-    std::sort(d.nodes.begin(), d.nodes.end());
+    if (!d.recomputedNodes.empty()) {
+      d.nodes.insert(d.nodes.end(), d.recomputedNodes.begin(), d.recomputedNodes.end());
+      std::sort(d.nodes.begin(), d.nodes.end());
+      d.externals = externals(d.nodes);
+    }
     stages_.push_back(std::move(d));
   }
 
@@ -246,7 +251,7 @@ class Carver {
     for (size_t s = 0; s < stages_.size(); ++s) {
       StageData& d = stages_[s];
       std::vector<const Value*> symbolic;
-      for (const Value* v : externals(d.nodes)) {
+      for (const Value* v : d.externals) {
         if (v->kind == ir::ValueKind::CustomObj || liftedSpec_.count(v)) {
           d.lifted.push_back(v);
         } else if (userInput_.count(v)) {

@@ -2,13 +2,17 @@
 // have side effects (see effects.cpp), inside nested bodies too, and drops
 // parameter/buffer/constant placeholders that nothing reads any more (with
 // their signature entries, so their weights leave the package as well).
+#include <unordered_set>
+
 #include "passes/pass_manager.h"
 
 namespace pipecut::passes {
 
 namespace {
 
-bool sweep(ir::Graph& g) {
+// Drops g's dead nodes (in nested bodies too). With `unusedInputs`, also
+// lists the graph inputs that nothing kept reads.
+bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nullptr) {
   bool changed = false;
   for (auto& n : g.nodes)
     for (ir::Graph* sub : n->subgraphs()) changed |= sweep(*sub);
@@ -31,6 +35,11 @@ bool sweep(ir::Graph& g) {
     keep[i] = true;
     n.forEachInputValue(markLive);
   }
+  if (unusedInputs)
+    for (const auto& in : g.inputs)
+      in.forEachValue([&](ir::Value* v) {
+        if (!isLive(v)) unusedInputs->insert(v);
+      });
   std::vector<std::unique_ptr<ir::Node>> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (keep[i]) kept.push_back(std::move(g.nodes[i]));
@@ -45,23 +54,17 @@ bool sweep(ir::Graph& g) {
 
 Pass deadCodePass() {
   return {"dead-code", [](ir::Program& p) {
-    bool changed = sweep(p.graph);
-    const ir::Graph& g = p.graph;
-    g.numberValues();
-    std::vector<char> usedAt(g.values.size(), 0);
-    auto markUsed = [&](ir::Value* v) {
-      if (g.owns(v)) usedAt[v->number] = 1;
-    };
-    for (const auto& n : g.nodes) n->forEachInputValue(markUsed);
-    for (const auto& out : g.outputs) out.forEachValue(markUsed);
+    // Placeholders nothing kept reads: the sweep's liveness says so, without
+    // another walk over every node's inputs.
+    std::unordered_set<const ir::Value*> unused;
+    bool changed = sweep(p.graph, &unused);
     std::vector<bool> drop(p.inputSpecs.size(), false);
     bool anyDropped = false;
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
       const ir::InputSpec& s = p.inputSpecs[i];
       bool lifted = s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
                     s.kind == ir::InputKind::TensorConstant;
-      const ir::Value* v = s.arg.value();
-      drop[i] = lifted && g.owns(v) && !usedAt[v->number];
+      drop[i] = lifted && unused.count(s.arg.value());
       anyDropped |= drop[i];
     }
     if (anyDropped) {
