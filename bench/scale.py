@@ -316,7 +316,7 @@ def node_goals(args, paths, specs, nodes, goals):
         print(f"  {name}: {nodes[layers]} nodes, {inside[layers]:.3f} s in main, wall {wall[layers]:.3f} s "
               f"(process start {start:.3f} s)", flush=True)
     # Where a ratio above the node ratio comes from: each phase's medians
-    # (phases print in ms steps, so the short ones are coarse at 10^4 nodes).
+    # (phases print in 0.1 ms steps, so the shortest are coarse at 10^4 nodes).
     print("  phase medians, 10^4 -> 10^5 nodes:")
     for k, small in phases[160].items():
         big = phases[1600].get(k, 0.0)

@@ -216,7 +216,7 @@ class Emitter final : public BodyEmitter {
         // The printer names a getattr after its field, "_9" for a ModuleList's
         // "9", and its temporaries "_0", "_1", ...: with a list of 10^3 layers
         // each temporary's name search walked through the taken "_N" names
-        // (quadratic: 4 s of writing a 10^5-node stage). "layers_9" collides
+        // (quadratic: 6.7 s -> 1.8 s for the two stages of a 10^5-node split). "layers_9" collides
         // with nothing the printer makes up.
         if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos)
           cur->setDebugName(parent + "_" + part);
