@@ -4,6 +4,7 @@
 #include <random>
 
 #include "ir/schedule.h"
+#include "ir/value_index.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
@@ -143,6 +144,58 @@ TEST_CASE("dead code goes, side effects and used parameters stay", "[passes]") {
   CHECK(p.inputSpecs[0].target == "w");
   CHECK(p.graph.find("p_unused") == nullptr);
   CHECK(p.graph.find("dead") == nullptr);
+  CHECK(p.graph.find("dead2") == nullptr);
+  for (const char* kept : {"x", "p_w", "used", "inplace", "rng", "out"}) {
+    CAPTURE(kept);
+    REQUIRE(p.graph.find(kept) != nullptr);
+    CHECK(p.graph.find(kept)->name == kept);
+  }
+  // A dropped name can be defined again.
+  CHECK(p.graph.define("dead", ir::ValueKind::Tensor, nullptr) != nullptr);
+  CHECK(p.graph.define("used", ir::ValueKind::Tensor, nullptr) == nullptr);
+}
+
+TEST_CASE("the value index finds, refuses duplicates, and erases through growth", "[passes]") {
+  std::vector<std::unique_ptr<ir::Value>> values;
+  auto make = [&](const std::string& name) {
+    values.push_back(std::make_unique<ir::Value>());
+    values.back()->name = name;
+    return values.back().get();
+  };
+  ir::ValueIndex index;
+  std::vector<ir::Value*> all;
+  for (int i = 0; i < 1000; ++i) {
+    all.push_back(make("v" + std::to_string(i)));
+    REQUIRE(index.insert(all.back()));
+  }
+  CHECK_FALSE(index.insert(make("v7")));  // a second value of a taken name
+  // Erase every other one; lookups of the rest still pass the erased slots.
+  for (int i = 0; i < 1000; i += 2) index.erase(all[static_cast<size_t>(i)]);
+  index.erase(make("never-indexed"));
+  CHECK(index.size() == 500);
+  for (int i = 0; i < 1000; ++i) {
+    CAPTURE(i);
+    CHECK(index.find("v" + std::to_string(i)) == (i % 2 ? all[static_cast<size_t>(i)] : nullptr));
+  }
+  // Erased names take new values; many inserts after erasing grow or clear the table.
+  for (int i = 0; i < 1000; i += 2) REQUIRE(index.insert(make("v" + std::to_string(i))));
+  for (int i = 1000; i < 5000; ++i) REQUIRE(index.insert(make("v" + std::to_string(i))));
+  CHECK(index.size() == 5000);
+  for (int i = 0; i < 5000; ++i) {
+    CAPTURE(i);
+    ir::Value* v = index.find("v" + std::to_string(i));
+    REQUIRE(v != nullptr);
+    CHECK(v->name == "v" + std::to_string(i));
+  }
+  CHECK(index.find("v5000") == nullptr);
+  // Erase and reinsert in a loop: tombstones never fill the table.
+  for (int round = 0; round < 20000; ++round) {
+    ir::Value* v = index.find("v1");
+    index.erase(v);
+    REQUIRE(index.find("v1") == nullptr);
+    REQUIRE(index.insert(make("v1")));
+  }
+  CHECK(index.size() == 5000);
 }
 
 TEST_CASE("duplicate attribute reads merge into one placeholder", "[passes]") {

@@ -282,12 +282,11 @@ void Graph::pruneValues() {
   if (std::find(live.begin(), live.end(), 0) == live.end()) return;
   std::vector<std::unique_ptr<Value>> kept;
   kept.reserve(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
+  for (size_t i = 0; i < values.size(); ++i) {
     if (live[i]) kept.push_back(std::move(values[i]));
+    else byName_.erase(values[i].get());
+  }
   values = std::move(kept);
-  byName_.clear();
-  byName_.reserve(values.size());
-  for (const auto& v : values) byName_.insert(v.get());
 }
 
 size_t Graph::nodeCountRecursive() const {

@@ -14,13 +14,19 @@ Value* ValueIndex::find(std::string_view name) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
-    if (!s.value) return nullptr;  // half full at most: an empty slot always ends the probe
-    if (s.hash == h && s.value->name == name) return s.value;
+    if (!s.value) return nullptr;  // half used at most: an empty slot always ends the probe
+    if (s.hash == h && live(s) && s.value->name == name) return s.value;
   }
 }
 
 bool ValueIndex::insert(Value* v) {
-  if (2 * (count_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
+  if (2 * (used_ + 1) > slots_.size()) {
+    // Room for the live values twice over: doubles a full table, and only
+    // clears a table that is mostly erased slots.
+    size_t slots = 16;
+    while (slots < 2 * (count_ + 1) + 1) slots *= 2;
+    rehash(slots);
+  }
   const uint64_t h = hashOf(v->name);
   const size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
@@ -28,9 +34,25 @@ bool ValueIndex::insert(Value* v) {
     if (!s.value) {
       s = {h, v};
       ++count_;
+      ++used_;
       return true;
     }
-    if (s.hash == h && s.value->name == v->name) return false;
+    if (s.hash == h && live(s) && s.value->name == v->name) return false;
+  }
+}
+
+void ValueIndex::erase(const Value* v) {
+  if (slots_.empty()) return;
+  const uint64_t h = hashOf(v->name);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (!s.value) return;
+    if (s.value == v) {
+      s.value = erasedMark();  // stays used: probes that passed it must still pass it
+      --count_;
+      return;
+    }
   }
 }
 
@@ -43,14 +65,16 @@ void ValueIndex::reserve(size_t n) {
 void ValueIndex::clear() {
   slots_.clear();
   count_ = 0;
+  used_ = 0;
 }
 
 void ValueIndex::rehash(size_t slots) {
   std::vector<Slot> old = std::move(slots_);
   slots_.assign(slots, Slot{});
   const size_t mask = slots - 1;
+  used_ = count_;
   for (const Slot& s : old) {
-    if (!s.value) continue;
+    if (!live(s)) continue;
     size_t i = s.hash & mask;
     while (slots_[i].value) i = (i + 1) & mask;
     slots_[i] = s;  // names were unique already: no comparison needed

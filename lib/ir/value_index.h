@@ -8,12 +8,13 @@
 // those was a cache miss (the reader's lookups cost 7-9% of a 100k-node
 // preview, bench/scale.py).
 //
-// Invariants: slots_ is empty or a power of two long and at most half full;
-// a slot is empty (value == nullptr) or holds a Value whose name hashes to
-// `hash` and is unique in the index. Values are keyed by their own name,
-// which must not change while they are indexed. There is no erase: a graph
-// that drops values rebuilds its index (Graph::pruneValues), which costs what
-// dropping them costs already.
+// Invariants: slots_ is empty or a power of two long, and at most half of
+// it is used (live or erased); a slot is empty (value == nullptr), erased
+// (value == kErased: a probe goes on past it), or holds a Value whose name
+// hashes to `hash` and is unique in the index. Values are keyed by their own
+// name, which must not change while they are indexed. Erasing marks the slot
+// rather than rebuilding: dead code drops a handful of a graph's 10^5
+// values, and re-inserting the rest cost a cache miss each.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -28,6 +29,8 @@ class ValueIndex {
   Value* find(std::string_view name) const;
   // False, and nothing changes, when a value of that name is indexed already.
   bool insert(Value* v);
+  // Drops `v` (indexed under its name); nothing when it is not indexed.
+  void erase(const Value* v);
   // Room for n values without growing.
   void reserve(size_t n);
   void clear();
@@ -39,10 +42,13 @@ class ValueIndex {
     Value* value = nullptr;
   };
   static uint64_t hashOf(std::string_view name);
+  static Value* erasedMark() { return reinterpret_cast<Value*>(alignof(std::max_align_t)); }
+  static bool live(const Slot& s) { return s.value && s.value != erasedMark(); }
   void rehash(size_t slots);
 
   std::vector<Slot> slots_;
-  size_t count_ = 0;
+  size_t count_ = 0;  // live values
+  size_t used_ = 0;   // live and erased slots
 };
 
 }  // namespace pipecut::ir
