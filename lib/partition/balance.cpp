@@ -117,10 +117,11 @@ class NodeCosts {
       // several (tied weights, shared constants) counts once per range that
       // reads it, as every stage holding it stores a copy.
       std::unordered_map<const ir::Value*, uint64_t> bytes;
+      const pt2::TensorIndex tensors(pkg);
       for (const auto& s : pkg.program.inputSpecs)
         if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
             s.kind == ir::InputKind::TensorConstant)
-          if (const ir::Value* v = s.arg.value()) bytes[v] = pkg.tensorBytes(s.target);
+          if (const ir::Value* v = s.arg.value()) bytes[v] = tensors.bytes(s.target);
       std::unordered_map<const ir::Value*, std::vector<size_t>> readers;
       for (size_t i = 0; i < n_; ++i)
         g.nodes[i]->forEachInputValue([&](const ir::Value* v) {

@@ -1,8 +1,11 @@
 #include "partition/carve.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -87,7 +90,7 @@ std::string flatSpec(size_t n, bool argsKwargs) {
 class Carver {
  public:
   Carver(const pt2::Package& whole, const Assignment& a, const CarveOptions& o)
-      : whole_(whole), p_(whole.program), g_(whole.program.graph), a_(a), opt_(o) {}
+      : whole_(whole), tensors_(whole), p_(whole.program), g_(whole.program.graph), a_(a), opt_(o) {}
 
   Carving run() {
     index();
@@ -191,7 +194,7 @@ class Carver {
         inputBytes += perSampleBytes(*leaf);
         if (perSampleBytes(*leaf) == 0) return {};
       } else if (auto it = liftedSpec_.find(leaf); it != liftedSpec_.end()) {
-        liftedBytes += whole_.tensorBytes(p_.inputSpecs[it->second].target);
+        liftedBytes += tensors_.bytes(p_.inputSpecs[it->second].target);
       } else {
         return {};
       }
@@ -411,7 +414,7 @@ class Carver {
       // checkpoints and `pipecut merge` must leave it out.
       if (orig.kind == ir::InputKind::Buffer && orig.persistent == std::optional<bool>(false))
         param.kind = "non_persistent_buffer";
-      param.bytes = whole_.tensorBytes(orig.target);
+      param.bytes = tensors_.bytes(orig.target);
       out.info.parameters.push_back(param);
       out.info.parameterBytes += param.bytes;
     }
@@ -566,34 +569,59 @@ class Carver {
   }
 
   std::vector<TiedGroup> tiedGroups() const {
-    // Storage identity: the same record of the same archive.
-    std::map<std::pair<const void*, std::string>, std::set<std::string>> byStorage;
+    // Storage identity: the same record of the same archive. Sorted runs of
+    // one flat array, not a map of sets: a deep model has 10^4 tensors,
+    // nearly all alone in their storage.
+    struct Stored {
+      const void* source;
+      std::string_view record, fqn;
+      bool operator<(const Stored& o) const {
+        if (source != o.source) return std::less<const void*>{}(source, o.source);
+        return std::tie(record, fqn) < std::tie(o.record, o.fqn);
+      }
+    };
+    std::vector<Stored> stored;
+    stored.reserve(whole_.weights.size() + whole_.constants.size());
     for (const auto* table : {&whole_.weights, &whole_.constants})
-      for (const auto& [fqn, t] : *table)
-        byStorage[{t.data.source.get(), t.data.record}].insert(fqn);
+      for (const auto& [fqn, t] : *table) stored.push_back({t.data.source.get(), t.data.record, fqn});
+    std::sort(stored.begin(), stored.end());
+    // Groups: [begin, end) ranges of `stored`, one per storage; a name in
+    // both tables counts once.
+    std::vector<std::pair<size_t, size_t>> groups;
     // Each lifted value finds its group through the FQN: asking every group
     // about every lifted value cost weights x weights lookups (seconds for a
     // model with 10^4 weights).
     std::unordered_map<std::string_view, size_t> groupOf;
-    std::vector<const std::set<std::string>*> members;
-    for (const auto& [key, names] : byStorage) {
-      for (const std::string& fqn : names) groupOf.emplace(fqn, members.size());
-      members.push_back(&names);
+    groupOf.reserve(stored.size());
+    for (size_t i = 0; i < stored.size(); ++i) {
+      if (i == 0 || stored[i].source != stored[i - 1].source || stored[i].record != stored[i - 1].record)
+        groups.emplace_back(i, i);
+      groups.back().second = i + 1;
+      groupOf.emplace(stored[i].fqn, groups.size() - 1);
     }
-    std::vector<std::set<uint32_t>> holders(members.size());
+    // Stages in increasing order: each holder list comes out sorted, and a
+    // repeat is the last entry.
+    std::vector<std::vector<uint32_t>> holders(groups.size());
     for (size_t s = 0; s < stages_.size(); ++s)
       for (const Value* v : stages_[s].lifted)
-        if (auto it = groupOf.find(p_.inputSpecs[liftedSpec_.at(v)].target); it != groupOf.end())
-          holders[it->second].insert(static_cast<uint32_t>(s));
-    std::vector<TiedGroup> groups;
-    for (size_t k = 0; k < members.size(); ++k) {
+        if (auto it = groupOf.find(p_.inputSpecs[liftedSpec_.at(v)].target); it != groupOf.end()) {
+          auto& h = holders[it->second];
+          if (h.empty() || h.back() != s) h.push_back(static_cast<uint32_t>(s));
+        }
+    std::vector<TiedGroup> out;
+    for (size_t k = 0; k < groups.size(); ++k) {
       if (holders[k].size() < 2) continue;
-      groups.push_back(TiedGroup{{members[k]->begin(), members[k]->end()}, {holders[k].begin(), holders[k].end()}});
+      TiedGroup g;
+      for (size_t i = groups[k].first; i < groups[k].second; ++i)
+        if (g.names.empty() || g.names.back() != stored[i].fqn) g.names.emplace_back(stored[i].fqn);
+      g.stages = holders[k];
+      out.push_back(std::move(g));
     }
-    return groups;
+    return out;
   }
 
   const pt2::Package& whole_;
+  const pt2::TensorIndex tensors_;  // every stage asks about each of its lifted tensors
   const ir::Program& p_;
   const ir::Graph& g_;
   const Assignment& a_;

@@ -46,9 +46,26 @@ uint64_t Package::tensorBytes(const std::string& fqn) const {
 
 std::vector<std::pair<std::string, uint64_t>> Package::liftedTensorBytes() const {
   std::vector<std::pair<std::string, uint64_t>> out;
+  TensorIndex index(*this);
   for (const auto& s : program.inputSpecs)
-    if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer) out.emplace_back(s.target, tensorBytes(s.target));
+    if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer) out.emplace_back(s.target, index.bytes(s.target));
   return out;
+}
+
+TensorIndex::TensorIndex(const Package& pkg) {
+  byFqn_.reserve(pkg.weights.size() + pkg.constants.size());
+  for (const auto* table : {&pkg.weights, &pkg.constants})
+    for (const auto& [fqn, t] : *table) byFqn_.emplace(fqn, &t);  // a weight wins over a constant
+}
+
+const StoredTensor* TensorIndex::find(std::string_view fqn) const {
+  auto it = byFqn_.find(fqn);
+  return it == byFqn_.end() ? nullptr : it->second;
+}
+
+uint64_t TensorIndex::bytes(std::string_view fqn) const {
+  const StoredTensor* t = find(fqn);
+  return t ? t->logicalBytes() : 0;
 }
 
 namespace {

@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "ir/ir.h"
 #include "pt2/zip_archive.h"
@@ -52,6 +54,22 @@ struct Package {
   // (FQN, bytes) of every parameter and buffer the signature lifts, in
   // signature order: what ir::ModuleTree::build takes.
   std::vector<std::pair<std::string, uint64_t>> liftedTensorBytes() const;
+};
+
+// A package's lifted tensors by FQN, hashed, as Package::find resolves them
+// (weights first, then constants). For walks that ask about every lifted
+// tensor: a deep model has 10^4 of them, and each ordered-map lookup's string
+// comparisons (long shared prefixes, "model.layers.1234.mlp...") cost a
+// cache miss per tree level. A view: valid while the package's tables are
+// neither changed nor moved.
+class TensorIndex {
+ public:
+  explicit TensorIndex(const Package& pkg);
+  const StoredTensor* find(std::string_view fqn) const;
+  uint64_t bytes(std::string_view fqn) const;  // as Package::tensorBytes
+
+ private:
+  std::unordered_map<std::string_view, const StoredTensor*> byFqn_;
 };
 
 // Throws pipecut::Error (InvalidInput) naming the file and the offending
