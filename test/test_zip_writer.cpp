@@ -198,3 +198,91 @@ TEST_CASE("zip writer: a source record's CRC-32 comes from its archive's directo
   CHECK(refusal(longName) == "central directory entry 0: runs past the directory's end");
   std::filesystem::remove(tmp);
 }
+
+TEST_CASE("zip directory: sizes and offsets of 4 GB and more come from the zip64 extra field", "[zip_writer]") {
+  auto le = [](std::string& out, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  // One central directory entry (APPNOTE 4.3.12) at offset 0, then the end
+  // record; `extra` is the entry's extra field.
+  auto archive = [&](uint32_t size32, uint32_t csize32, uint32_t offset32, const std::string& extra) {
+    std::string cd;
+    le(cd, 0x02014b50, 4);
+    le(cd, 45, 2);  // made by
+    le(cd, 45, 2);  // needed
+    le(cd, 0, 2);   // flags
+    le(cd, 0, 2);   // stored
+    le(cd, 0, 4);   // time, date
+    le(cd, 0x1234abcd, 4);
+    le(cd, csize32, 4);
+    le(cd, size32, 4);
+    const std::string name = "archive/data/0";
+    le(cd, name.size(), 2);
+    le(cd, extra.size(), 2);
+    le(cd, 0, 2);  // comment
+    le(cd, 0, 2);  // disk
+    le(cd, 0, 2);  // internal attributes
+    le(cd, 0, 4);  // external attributes
+    le(cd, offset32, 4);
+    cd += name + extra;
+    std::string end;
+    le(end, 0x06054b50, 4);
+    le(end, 0, 4);
+    le(end, 1, 2);
+    le(end, 1, 2);
+    le(end, cd.size(), 4);
+    le(end, 0, 4);  // the directory starts the file
+    le(end, 0, 2);
+    return cd + end;
+  };
+  auto zip64 = [&](std::vector<uint64_t> values, size_t len) {
+    std::string x;
+    le(x, 0x5455, 2);  // another field first: skipped
+    le(x, 1, 2);
+    x.push_back('\0');
+    le(x, 0x0001, 2);
+    le(x, len, 2);
+    for (uint64_t v : values) le(x, v, 8);
+    return x;
+  };
+  const std::string tmp = (std::filesystem::temp_directory_path() / "pipecut_zip64_entries.zip").string();
+  auto parse = [&](const std::string& bytes) {
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out << bytes;
+    }
+    return pipecut::support::zipDirectoryEntries(tmp);
+  };
+  auto refusal = [&](const std::string& bytes) -> std::string {
+    try {
+      parse(bytes);
+    } catch (const pipecut::Error& e) {
+      return e.where() + ": " + e.message();
+    }
+    return "accepted";
+  };
+  const uint64_t big = (uint64_t{5} << 32) + 7, at = (uint64_t{1} << 33) + 64;
+  // Every field deferred: size, compressed size, offset, in that order.
+  auto all = parse(archive(0xffffffff, 0xffffffff, 0xffffffff, zip64({big, big, at}, 24)));
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].name == "archive/data/0");
+  CHECK(all[0].crc32 == 0x1234abcd);
+  CHECK(all[0].method == 0);
+  CHECK(all[0].size == big);
+  CHECK(all[0].compressedSize == big);
+  CHECK(all[0].localHeaderOffset == at);
+  // Only the offset deferred: the extra field holds it alone.
+  auto one = parse(archive(100, 100, 0xffffffff, zip64({at}, 8)));
+  CHECK(one[0].size == 100);
+  CHECK(one[0].compressedSize == 100);
+  CHECK(one[0].localHeaderOffset == at);
+  // Nothing deferred: 32-bit values as they are, the extra field unread.
+  auto none = parse(archive(100, 90, 4096, ""));
+  CHECK(none[0].size == 100);
+  CHECK(none[0].compressedSize == 90);
+  CHECK(none[0].localHeaderOffset == 4096);
+  CHECK(refusal(archive(0xffffffff, 100, 0, "")) == "central directory entry 0: zip64 extra field missing");
+  CHECK(refusal(archive(0xffffffff, 0xffffffff, 0xffffffff, zip64({big, big}, 16))) ==
+        "central directory entry 0: zip64 extra field too short");
+  std::filesystem::remove(tmp);
+}

@@ -13,6 +13,7 @@
 #include <zip.h>
 
 #include "support/error.h"
+#include "support/little_endian.h"
 #include "support/zip_directory.h"
 
 namespace pipecut::pt2 {
@@ -109,11 +110,20 @@ std::shared_ptr<ArchiveReader> ArchiveReader::open(const std::string& path) {
   }
   std::sort(names.begin(), names.end());
   a->records_ = std::move(names);
-  // Record CRC-32s, for writers that copy records (pt2/zip_writer.cpp); the
-  // reader above already accepted this directory.
+  // Sizes, offsets and CRC-32s (for writers that copy records,
+  // pt2/zip_writer.cpp) of the records torch's reader lists; it accepted
+  // this directory already.
+  std::unordered_map<std::string, Entry> all;
   for (auto& e : support::zipDirectoryEntries(path)) {
     size_t slash = e.name.find('/');
-    if (slash != std::string::npos) a->crcs_.emplace(e.name.substr(slash + 1), e.crc32);
+    if (slash != std::string::npos)
+      all.emplace(e.name.substr(slash + 1), Entry{e.crc32, e.method, e.size, e.localHeaderOffset});
+  }
+  a->entries_.reserve(a->records_.size());
+  for (const std::string& name : a->records_) {
+    auto it = all.find(name);
+    if (it == all.end()) fail("record '" + name + "' is missing from the central directory");
+    a->entries_.emplace(name, it->second);
   }
 
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -131,7 +141,14 @@ ArchiveReader::~ArchiveReader() {
 }
 
 bool ArchiveReader::has(const std::string& name) const {
-  return std::binary_search(records_.begin(), records_.end(), name);
+  if (impl_) return entries_.count(name) != 0;
+  return memory_.count(name) != 0;
+}
+
+const ArchiveReader::Entry& ArchiveReader::entry(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) throw Error(ErrorKind::InvalidInput, path_, name, "missing record");
+  return it->second;
 }
 
 std::string ArchiveReader::origin(const std::string& name) const {
@@ -141,32 +158,35 @@ std::string ArchiveReader::origin(const std::string& name) const {
 
 size_t ArchiveReader::size(const std::string& name) const {
   if (!impl_) return bytes(name).size;
-  try {
-    return impl_->reader->getRecordSize(name);
-  } catch (const c10::Error& e) {
-    throw Error(ErrorKind::InvalidInput, path_, name, "unreadable record: " + firstLine(e.what_without_backtrace()));
-  }
+  return entry(name).size;
 }
 
 std::optional<uint32_t> ArchiveReader::crc32(const std::string& name) const {
-  auto it = crcs_.find(name);
-  if (it == crcs_.end()) return std::nullopt;
-  return it->second;
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.crc32;
 }
 
 ByteView ArchiveReader::bytes(const std::string& name) const {
-  if (!has(name)) throw Error(ErrorKind::InvalidInput, path_, name, "missing record");
-  if (!impl_) return memory_.at(name).bytes;
-  size_t offset = 0, n = 0;
-  try {
-    offset = impl_->reader->getRecordOffset(name);
-    n = impl_->reader->getRecordSize(name);
-  } catch (const c10::Error& e) {
-    throw Error(ErrorKind::InvalidInput, path_, name, "unreadable record: " + firstLine(e.what_without_backtrace()));
+  if (!impl_) {
+    auto it = memory_.find(name);
+    if (it == memory_.end()) throw Error(ErrorKind::InvalidInput, path_, name, "missing record");
+    return it->second.bytes;
   }
-  if (offset > mapSize_ || n > mapSize_ - offset)
+  const Entry& e = entry(name);
+  auto unreadable = [&](const std::string& why) { return Error(ErrorKind::InvalidInput, path_, name, "unreadable record: " + why); };
+  if (e.method != 0) throw unreadable("compressed (method " + std::to_string(e.method) + "); a .pt2 stores records uncompressed");
+  // The data follow the local header (APPNOTE 4.3.7): 30 bytes, then the
+  // name and an extra field whose lengths the local header gives.
+  constexpr uint64_t kLocalHeader = 30;
+  if (e.localHeaderOffset > mapSize_ || mapSize_ - e.localHeaderOffset < kLocalHeader)
+    throw unreadable("local header outside the file");
+  const uint8_t* h = map_ + e.localHeaderOffset;
+  if (support::littleEndian(h, 4) != 0x04034b50) throw unreadable("no local header where the central directory says");
+  const uint64_t offset = e.localHeaderOffset + kLocalHeader + support::littleEndian(h + 26, 2) + support::littleEndian(h + 28, 2);
+  if (offset > mapSize_ || e.size > mapSize_ - offset)
     throw Error(ErrorKind::InvalidInput, path_, name, "record extends past the end of the file (truncated archive)");
-  return ByteView{map_ + offset, n};
+  return ByteView{map_ + offset, e.size};
 }
 
 }  // namespace pipecut::pt2

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace pipecut::pt2 {
@@ -70,7 +71,18 @@ class ArchiveReader {
   std::string path_, top_;
   std::vector<std::string> records_;
   std::map<std::string, MemoryRecord> memory_;  // memory-backed archives only
-  std::map<std::string, uint32_t> crcs_;        // by name relative to the top folder
+  // File-backed archives: each record as the central directory states it, by
+  // name relative to the top folder. A deep model has 10^4 tensor records,
+  // each asked for its size and bytes; the zip library's lookup compared
+  // names in a binary search, a cache miss per step.
+  struct Entry {
+    uint32_t crc32 = 0;
+    uint16_t method = 0;
+    uint64_t size = 0;
+    uint64_t localHeaderOffset = 0;
+  };
+  std::unordered_map<std::string, Entry> entries_;
+  const Entry& entry(const std::string& name) const;  // throws for a missing record
   const uint8_t* map_ = nullptr;
   size_t mapSize_ = 0;
 };

@@ -131,8 +131,38 @@ std::vector<ZipEntry> zipDirectoryEntries(const std::string& path) {
            commentLen = littleEndian(&cd[at + 32], 2);
     if (cd.size() - at - kHeader < nameLen + extraLen + commentLen) fail("runs past the directory's end");
     ZipEntry e;
+    e.method = static_cast<uint16_t>(littleEndian(&cd[at + 10], 2));
     e.crc32 = static_cast<uint32_t>(littleEndian(&cd[at + 16], 4));
+    e.compressedSize = littleEndian(&cd[at + 20], 4);
+    e.size = littleEndian(&cd[at + 24], 4);
+    e.localHeaderOffset = littleEndian(&cd[at + 42], 4);
     e.name.assign(reinterpret_cast<const char*>(&cd[at + kHeader]), nameLen);
+    // A 32-bit field of all ones defers to the zip64 extra field (APPNOTE
+    // 4.5.3), whose 8-byte values come in this order, only those deferred.
+    uint64_t* deferred[] = {&e.size, &e.compressedSize, &e.localHeaderOffset};
+    bool any = false;
+    for (uint64_t* v : deferred) any = any || *v == 0xffffffff;
+    if (any) {
+      const uint8_t* x = &cd[at + kHeader + nameLen];
+      const uint8_t* xEnd = x + extraLen;
+      bool found = false;
+      while (!found && xEnd - x >= 4) {
+        size_t id = littleEndian(x, 2), len = littleEndian(x + 2, 2);
+        if (static_cast<size_t>(xEnd - x - 4) < len) break;
+        if (id == 0x0001) {
+          found = true;
+          const uint8_t* v = x + 4;
+          for (uint64_t* field : deferred) {
+            if (*field != 0xffffffff) continue;
+            if (x + 4 + len - v < 8) fail("zip64 extra field too short");
+            *field = littleEndian(v, 8);
+            v += 8;
+          }
+        }
+        x += 4 + len;
+      }
+      if (!found) fail("zip64 extra field missing");
+    }
     out.push_back(std::move(e));
     at += kHeader + nameLen + extraLen + commentLen;
   }

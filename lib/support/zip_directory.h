@@ -19,9 +19,14 @@ std::string zipDirectorySha256(const std::string& path);
 struct ZipEntry {
   std::string name;  // as stored: top folder included
   uint32_t crc32 = 0;
+  uint16_t method = 0;            // 0: stored
+  uint64_t compressedSize = 0;    // zip64 values where the entry has them
+  uint64_t size = 0;
+  uint64_t localHeaderOffset = 0;
 };
 // The central directory's entries in order. Same errors, and a malformed
-// entry named by its index ("central directory entry 3").
+// entry named by its index ("central directory entry 3"), as is a zip64
+// extra field missing a value the entry defers to it.
 std::vector<ZipEntry> zipDirectoryEntries(const std::string& path);
 
 }  // namespace pipecut::support
