@@ -137,7 +137,13 @@ TEST_CASE("malformed programs are refused with the spot named", "[json]") {
 
   j = good;
   j["graph_module"]["graph"]["nodes"][1]["outputs"][0]["as_tensor"]["name"] = "a";
-  CHECK_THAT(errorOf(j), Catch::Contains("value 'a' is defined twice"));
+  CHECK(errorOf(j) == "graph_module.graph.nodes[1].outputs[0]: value 'a' is defined twice");
+  j = good;  // a node output named like a graph input: the output is the second definition
+  j["graph_module"]["graph"]["nodes"][0]["outputs"][0]["as_tensor"]["name"] = j["graph_module"]["graph"]["inputs"][0]["as_tensor"]["name"];
+  CHECK_THAT(errorOf(j), Catch::StartsWith("graph_module.graph.nodes[0].outputs[0]: value '") && Catch::EndsWith("' is defined twice"));
+  j = good;  // two graph inputs of one name
+  j["graph_module"]["graph"]["inputs"].push_back(j["graph_module"]["graph"]["inputs"][0]);
+  CHECK_THAT(errorOf(j), Catch::StartsWith("graph_module.graph.inputs[") && Catch::EndsWith("' is defined twice"));
 
   j = good;
   j["graph_module"]["graph"]["nodes"][0]["metadata"]["nn_module_stack"] = "a,b";

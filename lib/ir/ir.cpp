@@ -262,6 +262,20 @@ Value* Graph::define(const std::string& name, ValueKind kind, Node* producer) {
   return values.back().get();
 }
 
+Value* Graph::defineUnindexed(const std::string& name, ValueKind kind, Node* producer) {
+  auto v = std::make_unique<Value>();
+  v->name = name;
+  v->kind = kind;
+  v->producer = producer;
+  values.push_back(std::move(v));
+  return values.back().get();
+}
+
+const Value* Graph::indexValuesFrom(size_t first) {
+  if (first >= values.size()) return nullptr;
+  return byName_.insertAll(values.data() + first, values.data() + values.size());
+}
+
 void Graph::reserveValues(size_t n) {
   values.reserve(n);
   byName_.reserve(n);

@@ -19,7 +19,23 @@ Value* ValueIndex::find(std::string_view name) const {
   }
 }
 
-bool ValueIndex::insert(Value* v) {
+bool ValueIndex::insert(Value* v) { return insertHashed(hashOf(v->name), v); }
+
+const Value* ValueIndex::insertAll(const std::unique_ptr<Value>* first, const std::unique_ptr<Value>* last) {
+  const size_t n = static_cast<size_t>(last - first);
+  reserve(count_ + n);  // no growth below: the slot fetched ahead stays the slot probed
+  std::vector<uint64_t> hashes(n);
+  for (size_t i = 0; i < n; ++i) hashes[i] = hashOf(first[i]->name);
+  constexpr size_t kAhead = 8;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(&slots_[hashes[i + kAhead] & mask], 1);
+    if (!insertHashed(hashes[i], first[i].get())) return first[i].get();
+  }
+  return nullptr;
+}
+
+bool ValueIndex::insertHashed(uint64_t h, Value* v) {
   if (2 * (used_ + 1) > slots_.size()) {
     // Room for the live values twice over: doubles a full table, and only
     // clears a table that is mostly erased slots.
@@ -27,7 +43,6 @@ bool ValueIndex::insert(Value* v) {
     while (slots < 2 * (count_ + 1) + 1) slots *= 2;
     rehash(slots);
   }
-  const uint64_t h = hashOf(v->name);
   const size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     Slot& s = slots_[i];

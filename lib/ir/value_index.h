@@ -17,6 +17,7 @@
 // values, and re-inserting the rest cost a cache miss each.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,12 @@ class ValueIndex {
   Value* find(std::string_view name) const;
   // False, and nothing changes, when a value of that name is indexed already.
   bool insert(Value* v);
+  // Indexes values [first, last) as insert() would, one after another, and
+  // returns the first whose name is taken (nothing after it is indexed), or
+  // nullptr. Faster than insert() one by one at 10^5 values: the slots are
+  // found ahead and fetched while earlier values go in, where each insert
+  // alone waits for its slot's cache miss.
+  const Value* insertAll(const std::unique_ptr<Value>* first, const std::unique_ptr<Value>* last);
   // Drops `v` (indexed under its name); nothing when it is not indexed.
   void erase(const Value* v);
   // Room for n values without growing.
@@ -45,6 +52,7 @@ class ValueIndex {
   static Value* erasedMark() { return reinterpret_cast<Value*>(alignof(std::max_align_t)); }
   static bool live(const Slot& s) { return s.value && s.value != erasedMark(); }
   void rehash(size_t slots);
+  bool insertHashed(uint64_t h, Value* v);
 
   std::vector<Slot> slots_;
   size_t count_ = 0;  // live values

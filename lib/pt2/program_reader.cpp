@@ -57,6 +57,21 @@ struct ReaderCaches {
   // Keys view the interned strings themselves.
   std::unordered_map<std::string_view, std::shared_ptr<const std::string>> strings;
   std::unordered_map<const std::string*, std::shared_ptr<const std::vector<ir::ModuleFrame>>> stacks;
+  // The last text interned under each metadata key. Consecutive nodes mostly
+  // repeat it (the nodes of one module call, of one source line): comparing
+  // with a hot copy skips hashing ~1 KB and probing a table whose entries,
+  // at 10^4 distinct module stacks, are cache misses.
+  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> last;
+  const std::string* lastStackText = nullptr;  // an interned text (kept alive by `strings`)
+  std::shared_ptr<const std::vector<ir::ModuleFrame>> lastStack;
+
+  const std::shared_ptr<const std::string>& intern(std::string_view key, std::string_view text) {
+    auto slot = std::find_if(last.begin(), last.end(), [&](const auto& e) { return e.first == key; });
+    if (slot == last.end()) slot = last.emplace(last.end(), std::string(key), nullptr);
+    if (slot->second && *slot->second == text) return slot->second;
+    slot->second = intern(text);
+    return slot->second;
+  }
 
   const std::shared_ptr<const std::string>& intern(std::string_view text) {
     auto it = strings.find(text);
@@ -80,6 +95,7 @@ class GraphReader {
     g.isSingleTensorReturn = json::optBool(j, "is_single_tensor_return", false, w0);
 
     size_t i = 0;
+    const size_t firstValue = g.values.size();
     for (Element in : inputs) g.inputs.push_back(arg(in, Mode::Define, nullptr, wInputs[i++]));
 
     g.reserveValues(inputs.size() + nodes.size() + nodes.size() / 4);  // most nodes have one output
@@ -107,6 +123,14 @@ class GraphReader {
       definedBy.push_back(g.values.size());
       g.nodes.push_back(std::move(node));
     }
+    // Every value is defined before any use resolves: index them together.
+    if (const Value* dup = g.indexValuesFrom(firstValue)) {
+      const std::string message = "value '" + dup->name + "' is defined twice";
+      auto [at, out] = definitionOf(dup);
+      if (!dup->producer) fail(at < g.inputs.size() ? wInputs[at] : wInputs, message);
+      if (at < g.nodes.size() && out < g.nodes[at]->outputs.size()) fail(wNodes[at]["outputs"][out], message);
+      fail(wNodes, message);
+    }
 
     for (i = 0; i < g.nodes.size(); ++i) {
       Element nj = nodeJson[i];
@@ -133,7 +157,7 @@ class GraphReader {
         Path wm = w["metadata"];
         auto metadata = std::make_shared<Node::Metadata>();
         for (auto kv : json::object(md, wm)) {
-          metadata->push_back({owned(kv.key), caches_.intern(str(kv.value, wm[kv.key]))});
+          metadata->push_back({owned(kv.key), caches_.intern(kv.key, str(kv.value, wm[kv.key]))});
           if (kv.key == "nn_module_stack") node.moduleStack = moduleStack(metadata->back().value, wm);
         }
         node.metadata = std::move(metadata);
@@ -165,11 +189,7 @@ class GraphReader {
   static constexpr size_t kNear = 16;
 
   Value* ref(std::string_view name, ValueKind kind, Mode mode, Node* producer, const Path& w) {
-    if (mode == Mode::Define) {
-      Value* v = g_->define(owned(name), kind, producer);
-      if (!v) fail(w, "value '" + owned(name) + "' is defined twice");
-      return v;
-    }
+    if (mode == Mode::Define) return g_->defineUnindexed(owned(name), kind, producer);  // indexed by read()
     Value* v = findNear(name);
     if (!v) fail(w, "uses undefined value '" + owned(name) + "'");
     if (v->kind != kind)
@@ -350,10 +370,35 @@ class GraphReader {
     }
   }
 
+  // Where `v` is defined: {input index, npos} for a graph input, else
+  // {node index, output index} (npos where not found). Indices, not a Path:
+  // a Path refers to its parents, temporaries of the caller's expression.
+  std::pair<size_t, size_t> definitionOf(const Value* v) const {
+    constexpr size_t npos = static_cast<size_t>(-1);
+    auto names = [v](const Argument& a) {
+      bool found = false;
+      a.forEachValue([&](const Value* x) { found = found || x == v; });
+      return found;
+    };
+    if (!v->producer) {
+      for (size_t i = 0; i < g_->inputs.size(); ++i)
+        if (names(g_->inputs[i])) return {i, npos};
+      return {npos, npos};
+    }
+    for (size_t i = 0; i < g_->nodes.size(); ++i) {
+      if (g_->nodes[i].get() != v->producer) continue;
+      for (size_t k = 0; k < g_->nodes[i]->outputs.size(); ++k)
+        if (names(g_->nodes[i]->outputs[k])) return {i, k};
+      return {i, npos};
+    }
+    return {npos, npos};
+  }
+
   // Nodes of one module call carry the same nn_module_stack text: each
   // distinct text is parsed once and its frames shared.
   std::shared_ptr<const std::vector<ir::ModuleFrame>> moduleStack(const std::shared_ptr<const std::string>& text,
                                                                    const Path& wm) {
+    if (text.get() == caches_.lastStackText) return caches_.lastStack;  // the same module call as the node before
     auto [it, fresh] = caches_.stacks.try_emplace(text.get());
     if (fresh) {
       auto frames = ir::parseModuleStack(*text);
@@ -363,6 +408,8 @@ class GraphReader {
       }
       it->second = std::make_shared<const std::vector<ir::ModuleFrame>>(std::move(*frames));
     }
+    caches_.lastStackText = text.get();
+    caches_.lastStack = it->second;
     return it->second;
   }
 
