@@ -8,6 +8,7 @@
 // inputs. Literal payloads that pipecut never rewrites (ints, floats, devices,
 // ...) are kept as their schema JSON so that writing a graph back reproduces
 // them exactly.
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -299,6 +300,32 @@ struct Graph {
   // (behind its unique_ptr) as long as its entry here.
   ValueIndex byName_;
 };
+
+// Software prefetch for a walk over g.nodes, forward (step 1) or backward
+// (step -1): call at the top of iteration i. At 10^5 nodes a walk misses the
+// cache on each Node, on its argument arrays and on the Values they name, and
+// each of those loads waits on the one before (a node holds its arrays'
+// address, an argument its value's). This asks for node i+8, the arguments
+// of node i+4 (their first lines, already asked for) and the values of node
+// i+2, so that they arrive while the nodes before them are worked on.
+inline void prefetchWalk(const Graph& g, size_t i, std::ptrdiff_t step = 1) {
+  auto node = [&](std::ptrdiff_t ahead) -> const Node* {
+    const std::ptrdiff_t j = static_cast<std::ptrdiff_t>(i) + ahead * step;
+    return j >= 0 && static_cast<size_t>(j) < g.nodes.size() ? g.nodes[static_cast<size_t>(j)].get() : nullptr;
+  };
+  if (const Node* n = node(8)) __builtin_prefetch(n);
+  if (const Node* n = node(4)) {
+    for (const auto& in : n->inputs) __builtin_prefetch(&in);
+    for (const auto& out : n->outputs) __builtin_prefetch(&out);
+  }
+  if (const Node* n = node(2)) {
+    // A single reference lives inline (RefList): no further load to reach it.
+    for (const auto& in : n->inputs)
+      if (in.arg.refs.size() == 1) __builtin_prefetch(in.arg.refs[0].value);
+    for (const auto& out : n->outputs)
+      if (out.refs.size() == 1) __builtin_prefetch(out.refs[0].value);
+  }
+}
 
 // ---- Signature and program -------------------------------------------------
 enum class InputKind { UserInput, Parameter, Buffer, TensorConstant, CustomObj, ConstantInput, Token };

@@ -216,12 +216,14 @@ class Carver {
     std::vector<char> seen(g_.values.size(), 0);
     std::unordered_set<const Value*> seenElsewhere;
     std::vector<const Value*> out;
-    for (size_t i : nodes)
+    for (size_t i : nodes) {
+      ir::prefetchWalk(g_, i);  // a stage's nodes are mostly one run of the graph's
       g_.nodes[i]->forEachInputValue([&](Value* v) {
         if (v->producer && inSet[pos(v->producer)]) return;
         bool fresh = g_.owns(v) ? !std::exchange(seen[v->number], 1) : seenElsewhere.insert(v).second;
         if (fresh) out.push_back(v);
       });
+    }
     return out;
   }
 

@@ -28,6 +28,7 @@ bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nu
   for (const auto& out : g.outputs) out.forEachValue(markLive);
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
+    ir::prefetchWalk(g, i, -1);
     const ir::Node& n = *g.nodes[i];
     bool used = hasSideEffects(n);
     n.forEachOutputValue([&](ir::Value* v) { used |= isLive(v); });
