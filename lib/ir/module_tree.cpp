@@ -52,9 +52,18 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   // Consecutive nodes mostly share their stack: the last one found skips
   // the lookup (a cache miss per node at 10^5 nodes).
   std::unordered_map<const std::vector<ModuleFrame>*, ModuleInfo*> innermost;
+  // A deep model has about as many distinct stacks (module calls) as
+  // modules, a few per ten nodes: room up front spares rehashing 10^4 entries.
+  const size_t expected = p.graph.nodes.size() / 4 + 16;
+  innermost.reserve(expected);
+  t.modules_.reserve(expected);
   ModuleInfo* root = &t.ensure("");
   const std::vector<ModuleFrame>* lastStack = nullptr;
   ModuleInfo* lastOwn = nullptr;
+  // The last new stack's frames, resolved: a new stack mostly shares its
+  // outer frames with it (the same layer), found without hashing a path.
+  const std::vector<ModuleFrame>* lastNew = nullptr;
+  std::vector<ModuleInfo*> lastNewInfo;
   std::function<void(const Graph&)> walk = [&](const Graph& g) {
     for (const auto& n : g.nodes) {
       const std::vector<ModuleFrame>* stack = n->moduleStack.get();
@@ -64,12 +73,22 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
       } else if (stack && !stack->empty()) {
         auto [it, first] = innermost.emplace(stack, nullptr);
         if (first) {
-          for (const auto& f : *stack) {
-            checkDepth(f.path, [&] { return "node '" + n->label() + "': nn_module_stack"; });
-            ModuleInfo& m = t.ensure(f.path);
-            if (m.type.empty()) m.type = f.type;
+          std::vector<ModuleInfo*> info(stack->size());
+          bool shared = lastNew != nullptr;
+          for (size_t k = 0; k < stack->size(); ++k) {
+            const ModuleFrame& f = (*stack)[k];
+            shared = shared && k < lastNew->size() && (*lastNew)[k].path == f.path;
+            if (shared) {
+              info[k] = lastNewInfo[k];
+            } else {
+              checkDepth(f.path, [&] { return "node '" + n->label() + "': nn_module_stack"; });
+              info[k] = &t.ensure(f.path);
+            }
+            if (info[k]->type.empty()) info[k]->type = f.type;
           }
-          it->second = &t.ensure(stack->back().path);
+          it->second = info.back();
+          lastNew = stack;
+          lastNewInfo = std::move(info);
         }
         own = it->second;
         lastStack = stack;
