@@ -87,21 +87,37 @@ class ModuleAffinity final : public ReadyQueue {
     // The nodes of one module call share one parsed stack (ir.h): each
     // distinct stack walks the trie once, not each node.
     std::unordered_map<const std::vector<ModuleFrame>*, size_t> frameOfStack;
+    // A new stack mostly shares its outer frames with the last new one (the
+    // same layer): those trie nodes are taken from it, without searching a
+    // level like "model.layers", whose children are every layer of the model.
+    const std::vector<ModuleFrame>* lastNew = nullptr;
+    std::vector<size_t> lastNewNodes;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const std::vector<ModuleFrame>* stack = g.nodes[i]->moduleStack.get();
       if (!stack) continue;  // frame 0, the root
       auto [known, first] = frameOfStack.emplace(stack, 0);
       if (first) {
         size_t t = 0;
-        for (const ModuleFrame& f : *stack) {
-          auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
-          if (fresh) {
-            trie.emplace_back();
-            parent_.push_back(t);
+        std::vector<size_t> nodes(stack->size());
+        bool shared = lastNew != nullptr;
+        for (size_t k = 0; k < stack->size(); ++k) {
+          const ModuleFrame& f = (*stack)[k];
+          shared = shared && k < lastNew->size() && (*lastNew)[k].key == f.key && (*lastNew)[k].path == f.path;
+          if (shared) {
+            t = lastNewNodes[k];
+          } else {
+            auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
+            if (fresh) {
+              trie.emplace_back();
+              parent_.push_back(t);
+            }
+            t = it->second;
           }
-          t = it->second;
+          nodes[k] = t;
         }
         known->second = t;
+        lastNew = stack;
+        lastNewNodes = std::move(nodes);
       }
       frameOf_[i] = known->second;
     }
