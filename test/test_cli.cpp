@@ -136,6 +136,26 @@ TEST_CASE("bad inputs exit 2 with a precise message and write nothing", "[cli]")
                  "data/weights/model.pt: unreadable torch.save pickle");
 }
 
+TEST_CASE("a weight record the central directory misdescribes exits 2", "[cli]") {
+  const std::string mlp = slurp(test::fixture("mlp"));
+  const std::string record = "mlp/data/weights/weight_0";
+  // The central directory's entry (its name's last occurrence; the entry's
+  // fixed part is the 46 bytes before it) and the record's local header.
+  const size_t central = mlp.rfind(record) - 46;
+  REQUIRE(mlp.compare(central, 4, std::string("PK\x01\x02", 4)) == 0);
+  size_t local = 0;
+  for (int i = 3; i >= 0; --i) local = (local << 8) | static_cast<uint8_t>(mlp[central + 42 + static_cast<size_t>(i)]);
+  REQUIRE(mlp.compare(local, 4, std::string("PK\x03\x04", 4)) == 0);
+  std::string deflated = mlp;  // method 8 (deflate) for a record stored plain
+  deflated[central + 10] = 8;
+  expectRejected(writeRaw("deflated_weight.pt2", deflated),
+                 "data/weights/weight_0: unreadable record: compressed (method 8); a .pt2 stores records uncompressed");
+  std::string noHeader = mlp;  // the local header's signature overwritten
+  noHeader[local + 2] = 'x';
+  expectRejected(writeRaw("no_local_header.pt2", noHeader),
+                 "data/weights/weight_0: unreadable record: no local header where the central directory says");
+}
+
 TEST_CASE("mistyped fields and inconsistent tensor metadata exit 2 naming the JSON path", "[cli]") {
   auto editConfig = [](const std::string& out, const std::function<void(Json&)>& edit) {
     return mutate("mlp", out, [&](std::string& r, std::string& bytes) {
