@@ -253,13 +253,10 @@ std::vector<Graph*> Node::subgraphs() const {
 Value* Graph::find(std::string_view name) const { return byName_.find(name); }
 
 Value* Graph::define(const std::string& name, ValueKind kind, Node* producer) {
-  auto v = std::make_unique<Value>();
-  v->name = name;
-  v->kind = kind;
-  v->producer = producer;
-  if (!byName_.insert(v.get())) return nullptr;
-  values.push_back(std::move(v));
-  return values.back().get();
+  Value* v = defineUnindexed(name, kind, producer);
+  if (byName_.insert(v)) return v;
+  values.pop_back();
+  return nullptr;
 }
 
 Value* Graph::defineUnindexed(const std::string& name, ValueKind kind, Node* producer) {
@@ -335,6 +332,12 @@ const char* outputKindKey(OutputKind k) {
     case OutputKind::ParameterMutation: return "parameter_mutation";
   }
   return "?";
+}
+
+size_t sharedFrames(const std::vector<ModuleFrame>& a, const std::vector<ModuleFrame>& b) {
+  size_t k = 0;
+  while (k < a.size() && k < b.size() && a[k].key == b[k].key && a[k].path == b[k].path) ++k;
+  return k;
 }
 
 std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text) {

@@ -375,5 +375,10 @@ struct Program {
 // depth 0 (paths like "slice(1, None, None)" contain commas); an entry that is a
 // JSON array is accepted too. Returns nullopt when malformed.
 std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text);
+// How many outer frames two stacks share (same key and path, outermost
+// first). Consecutive module calls of a deep model share all but the
+// innermost few: walks that resolve a stack's frames take those from the
+// previous stack instead of looking each one up again.
+size_t sharedFrames(const std::vector<ModuleFrame>& a, const std::vector<ModuleFrame>& b);
 
 }  // namespace pipecut::ir

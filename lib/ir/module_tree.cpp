@@ -74,11 +74,10 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
         auto [it, first] = innermost.emplace(stack, nullptr);
         if (first) {
           std::vector<ModuleInfo*> info(stack->size());
-          bool shared = lastNew != nullptr;
+          const size_t shared = lastNew ? sharedFrames(*lastNew, *stack) : 0;
           for (size_t k = 0; k < stack->size(); ++k) {
             const ModuleFrame& f = (*stack)[k];
-            shared = shared && k < lastNew->size() && (*lastNew)[k].path == f.path;
-            if (shared) {
+            if (k < shared) {
               info[k] = lastNewInfo[k];
             } else {
               checkDepth(f.path, [&] { return "node '" + n->label() + "': nn_module_stack"; });

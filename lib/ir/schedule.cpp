@@ -97,23 +97,18 @@ class ModuleAffinity final : public ReadyQueue {
       if (!stack) continue;  // frame 0, the root
       auto [known, first] = frameOfStack.emplace(stack, 0);
       if (first) {
-        size_t t = 0;
-        std::vector<size_t> nodes(stack->size());
-        bool shared = lastNew != nullptr;
-        for (size_t k = 0; k < stack->size(); ++k) {
+        const size_t shared = lastNew ? sharedFrames(*lastNew, *stack) : 0;
+        std::vector<size_t> nodes(lastNewNodes.begin(), lastNewNodes.begin() + static_cast<std::ptrdiff_t>(shared));
+        size_t t = shared ? nodes.back() : 0;
+        for (size_t k = shared; k < stack->size(); ++k) {
           const ModuleFrame& f = (*stack)[k];
-          shared = shared && k < lastNew->size() && (*lastNew)[k].key == f.key && (*lastNew)[k].path == f.path;
-          if (shared) {
-            t = lastNewNodes[k];
-          } else {
-            auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
-            if (fresh) {
-              trie.emplace_back();
-              parent_.push_back(t);
-            }
-            t = it->second;
+          auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
+          if (fresh) {
+            trie.emplace_back();
+            parent_.push_back(t);
           }
-          nodes[k] = t;
+          t = it->second;
+          nodes.push_back(t);
         }
         known->second = t;
         lastNew = stack;

@@ -10,7 +10,7 @@
 //
 // Invariants: slots_ is empty or a power of two long, and at most half of
 // it is used (live or erased); a slot is empty (value == nullptr), erased
-// (value == kErased: a probe goes on past it), or holds a Value whose name
+// (value == erasedMark(): a probe goes on past it), or holds a Value whose name
 // hashes to `hash` and is unique in the index. Values are keyed by their own
 // name, which must not change while they are indexed. Erasing marks the slot
 // rather than rebuilding: dead code drops a handful of a graph's 10^5
