@@ -54,30 +54,39 @@ const char* expectedSym(std::string_view literalKey) {
 // Shared by the readers of one program (nested graphs included): metadata
 // strings and parsed module stacks, each distinct text once.
 struct ReaderCaches {
-  // Keys view the interned strings themselves.
-  std::unordered_map<std::string_view, std::shared_ptr<const std::string>> strings;
-  std::unordered_map<const std::string*, std::shared_ptr<const std::vector<ir::ModuleFrame>>> stacks;
-  // The last text interned under each metadata key. Consecutive nodes mostly
-  // repeat it (the nodes of one module call, of one source line): comparing
-  // with a hot copy skips hashing ~1 KB and probing a table whose entries,
-  // at 10^4 distinct module stacks, are cache misses.
-  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> last;
-  const std::string* lastStackText = nullptr;  // an interned text (kept alive by `strings`)
-  std::shared_ptr<const std::vector<ir::ModuleFrame>> lastStack;
+  struct Interned {
+    std::shared_ptr<const std::string> text;
+    // For nn_module_stack texts, their parse, once: shared by the nodes of
+    // one module call and by their copies.
+    std::shared_ptr<const std::vector<ir::ModuleFrame>> stack;
+  };
+  // One table per metadata key, keyed by views of the interned strings
+  // themselves. Apart, because their sizes differ by orders: a deep model
+  // has ~30 distinct stack traces and ~160 torch_fn texts, looked up at
+  // almost every node, but a distinct nn_module_stack per module call (~2*10^4
+  // at 10^5 nodes), looked up once per call. In one table the hot few would
+  // hash into a bucket array of the many, a cache miss per lookup.
+  struct PerKey {
+    std::string key;
+    std::unordered_map<std::string_view, Interned> table;
+    // The last text interned under this key. Consecutive nodes mostly repeat
+    // it (the nodes of one module call, of one source line): comparing with a
+    // hot copy skips hashing ~1 KB and probing the table.
+    Interned* last = nullptr;  // an entry of `table` (stable: node-based map)
+  };
+  std::vector<PerKey> keys;  // a handful, in order of first appearance
 
-  const std::shared_ptr<const std::string>& intern(std::string_view key, std::string_view text) {
-    auto slot = std::find_if(last.begin(), last.end(), [&](const auto& e) { return e.first == key; });
-    if (slot == last.end()) slot = last.emplace(last.end(), std::string(key), nullptr);
-    if (slot->second && *slot->second == text) return slot->second;
-    slot->second = intern(text);
-    return slot->second;
-  }
-
-  const std::shared_ptr<const std::string>& intern(std::string_view text) {
-    auto it = strings.find(text);
-    if (it != strings.end()) return it->second;
-    auto s = std::make_shared<const std::string>(text);
-    return strings.emplace(std::string_view(*s), s).first->second;
+  Interned& intern(std::string_view key, std::string_view text) {
+    auto slot = std::find_if(keys.begin(), keys.end(), [&](const PerKey& e) { return e.key == key; });
+    if (slot == keys.end()) slot = keys.insert(keys.end(), PerKey{std::string(key), {}, nullptr});
+    if (slot->last && *slot->last->text == text) return *slot->last;
+    auto it = slot->table.find(text);
+    if (it == slot->table.end()) {
+      auto s = std::make_shared<const std::string>(text);
+      it = slot->table.emplace(std::string_view(*s), Interned{s, nullptr}).first;
+    }
+    slot->last = &it->second;
+    return it->second;
   }
 };
 
@@ -157,8 +166,9 @@ class GraphReader {
         Path wm = w["metadata"];
         auto metadata = std::make_shared<Node::Metadata>();
         for (auto kv : json::object(md, wm)) {
-          metadata->push_back({owned(kv.key), caches_.intern(kv.key, str(kv.value, wm[kv.key]))});
-          if (kv.key == "nn_module_stack") node.moduleStack = moduleStack(metadata->back().value, wm);
+          ReaderCaches::Interned& text = caches_.intern(kv.key, str(kv.value, wm[kv.key]));
+          metadata->push_back({owned(kv.key), text.text});
+          if (kv.key == "nn_module_stack") node.moduleStack = moduleStack(text, wm);
         }
         node.metadata = std::move(metadata);
       }
@@ -396,21 +406,14 @@ class GraphReader {
 
   // Nodes of one module call carry the same nn_module_stack text: each
   // distinct text is parsed once and its frames shared.
-  std::shared_ptr<const std::vector<ir::ModuleFrame>> moduleStack(const std::shared_ptr<const std::string>& text,
-                                                                   const Path& wm) {
-    if (text.get() == caches_.lastStackText) return caches_.lastStack;  // the same module call as the node before
-    auto [it, fresh] = caches_.stacks.try_emplace(text.get());
-    if (fresh) {
-      auto frames = ir::parseModuleStack(*text);
-      if (!frames) {
-        caches_.stacks.erase(it);
-        fail(wm["nn_module_stack"], "malformed nn_module_stack '" + *text + "'");
-      }
-      it->second = std::make_shared<const std::vector<ir::ModuleFrame>>(std::move(*frames));
+  const std::shared_ptr<const std::vector<ir::ModuleFrame>>& moduleStack(ReaderCaches::Interned& text,
+                                                                          const Path& wm) {
+    if (!text.stack) {
+      auto frames = ir::parseModuleStack(*text.text);
+      if (!frames) fail(wm["nn_module_stack"], "malformed nn_module_stack '" + *text.text + "'");
+      text.stack = std::make_shared<const std::vector<ir::ModuleFrame>>(std::move(*frames));
     }
-    caches_.lastStackText = text.get();
-    caches_.lastStack = it->second;
-    return it->second;
+    return text.stack;
   }
 
   const Path& where_;
