@@ -1,5 +1,7 @@
 #include "support/phase_times.h"
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,19 @@ std::vector<std::pair<std::string, double>> g_phases;
 // Static initialization runs after the shared libraries' (LibTorch's), just
 // before main: the total below is the time beyond process start.
 const std::chrono::steady_clock::time_point g_start = std::chrono::steady_clock::now();
+// Page faults and kernel time are most of what grows faster than the node
+// count (a fault costs more when the process holds more memory): reported
+// beside the wall times, from the same starting point.
+struct Usage {
+  long minorFaults = 0;
+  double systemSeconds = 0;
+  static Usage now() {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    return {r.ru_minflt, static_cast<double>(r.ru_stime.tv_sec) + static_cast<double>(r.ru_stime.tv_usec) * 1e-6};
+  }
+};
+const Usage g_startUsage = Usage::now();
 
 }  // namespace
 
@@ -38,6 +53,9 @@ void printPhaseTimes() {
   for (const auto& [n, s] : g_phases) std::fprintf(stderr, "phase %-28s %9.4f s\n", n.c_str(), s);
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
   std::fprintf(stderr, "phase %-28s %9.4f s\n", "total (since main)", total);
+  const Usage end = Usage::now();
+  std::fprintf(stderr, "since main: %ld minor page faults, %.3f s in the kernel\n",
+               end.minorFaults - g_startUsage.minorFaults, end.systemSeconds - g_startUsage.systemSeconds);
   g_phases.clear();
 }
 
