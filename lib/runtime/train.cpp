@@ -376,7 +376,13 @@ class Trainer {
   void runActions(int w) {
     // Thread-local in TorchScript: every worker thread turns it off itself.
     torch::jit::GraphOptimizerEnabledGuard plainInterpreter(false);
-    for (const Action& a : plan_.perRank[static_cast<size_t>(w)]) {
+    const auto& actions = plan_.perRank[static_cast<size_t>(w)];
+    // Where the cool-down begins: the backwards after the rank's last forward.
+    size_t coolDown = 0;
+    for (size_t i = 0; i < actions.size(); ++i)
+      if (actions[i].type == ActionType::F) coolDown = i + 1;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
       // Busy time is compute only: from the last value received to the
       // first value sent. Waiting for a peer is bubble, shown apart.
       Span span;
@@ -385,7 +391,24 @@ class Trainer {
       StageState& st = *stages_.at(a.stage);
       switch (a.type) {
         case ActionType::F: forward(st, a.microbatch, span); break;
-        case ActionType::B: backward(st, a.microbatch, true, true, span); break;
+        case ActionType::B:
+          if (i >= coolDown && sendsGradients(*st.info)) {
+            // In the cool-down, as I then W: what ends the step is the chain
+            // of the last backwards down to stage 0 (then its optimizer
+            // step and next forward, which the last stage waits for), and a
+            // producer waits on the inputs' gradients, not on this stage's
+            // weight gradients (on the loss stage a third of the backward).
+            // Same arithmetic as one backward pass (WeightGradCapture), and W
+            // follows at once. Not in the steady state: split, a backward
+            // costs ~5% more, and there the producer is not what waits.
+            backward(st, a.microbatch, true, false, span);
+            Span weights;
+            backward(st, a.microbatch, false, true, weights);
+            span.end = weights.end;
+          } else {
+            backward(st, a.microbatch, true, true, span);
+          }
+          break;
         case ActionType::I: backward(st, a.microbatch, true, false, span); break;
         case ActionType::W: backward(st, a.microbatch, false, true, span); break;
       }
@@ -398,6 +421,14 @@ class Trainer {
   struct Span {
     Clock::time_point begin, end;
   };
+
+  // Whether the stage's backward sends gradients to a producer stage.
+  bool sendsGradients(const Stage& info) const {
+    for (uint32_t k = 0; k < info.inputs.size(); ++k)
+      if (info.inputs[k].source.kind == ValueSource::Kind::StageOutput && edgeInto(info.index, k).carriesGradient)
+        return true;
+    return false;
+  }
 
   void forward(StageState& st, uint32_t mb, Span& span) {
     const Stage& info = *st.info;
