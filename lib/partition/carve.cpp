@@ -129,13 +129,15 @@ class Carver {
   void index() {
     ir::numberNodes(g_);
     g_.numberValues();
+    userInput_.assign(g_.values.size(), kNone);
+    liftedSpec_.assign(g_.values.size(), kNone);
     for (size_t i = 0; i < p_.inputSpecs.size(); ++i) {
       const auto& s = p_.inputSpecs[i];
       if (s.kind == ir::InputKind::UserInput) {
-        if (s.arg.value()) userInput_[s.arg.value()] = userInputs_.size();
+        if (s.arg.value()) setIndex(userInput_, s.arg.value(), userInputs_.size());
         userInputs_.push_back(i);
       } else if (s.kind != ir::InputKind::ConstantInput) {
-        liftedSpec_[s.arg.value()] = i;
+        setIndex(liftedSpec_, s.arg.value(), i);
       }
     }
   }
@@ -190,11 +192,11 @@ class Carver {
     }
     uint64_t inputBytes = 0, liftedBytes = 0;
     for (const Value* leaf : leaves) {
-      if (userInput_.count(leaf)) {
+      if (indexOf(userInput_, leaf) != kNone) {
         inputBytes += perSampleBytes(*leaf);
         if (perSampleBytes(*leaf) == 0) return {};
-      } else if (auto it = liftedSpec_.find(leaf); it != liftedSpec_.end()) {
-        liftedBytes += tensors_.bytes(p_.inputSpecs[it->second].target);
+      } else if (size_t spec = indexOf(liftedSpec_, leaf); spec != kNone) {
+        liftedBytes += tensors_.bytes(p_.inputSpecs[spec].target);
       } else {
         return {};
       }
@@ -257,9 +259,9 @@ class Carver {
       StageData& d = stages_[s];
       std::vector<const Value*> symbolic;
       for (const Value* v : d.externals) {
-        if (v->kind == ir::ValueKind::CustomObj || liftedSpec_.count(v)) {
+        if (v->kind == ir::ValueKind::CustomObj || indexOf(liftedSpec_, v) != kNone) {
           d.lifted.push_back(v);
-        } else if (userInput_.count(v)) {
+        } else if (indexOf(userInput_, v) != kNone) {
           d.inputs.push_back(v);
         } else if (v->producer) {
           int home = homeStage(v);
@@ -269,10 +271,8 @@ class Carver {
           invalidInput("stage " + std::to_string(s), "value '" + v->name + "' has no source");
         }
       }
-      std::sort(d.lifted.begin(), d.lifted.end(),
-                [&](const Value* x, const Value* y) { return liftedSpec_.at(x) < liftedSpec_.at(y); });
-      std::sort(d.inputs.begin(), d.inputs.end(),
-                [&](const Value* x, const Value* y) { return userInput_.at(x) < userInput_.at(y); });
+      sortByIndex(d.lifted, liftedSpec_);
+      sortByIndex(d.inputs, userInput_);
       crossSymbolic(s, symbolic, received[s]);
       std::sort(received[s].begin(), received[s].end(), [&](const Value* x, const Value* y) {
         return std::make_pair(homeStage(x), valueOrder(x)) < std::make_pair(homeStage(y), valueOrder(y));
@@ -299,7 +299,7 @@ class Carver {
           for (size_t s = 0; s < stages_.size(); ++s) {
             if (s == home) continue;
             for (const Value* l : stages_[s].lifted)
-              if (p_.inputSpecs[liftedSpec_.at(l)].target == spec.target)
+              if (p_.inputSpecs[specOf(l)].target == spec.target)
                 invalidInput("buffer '" + spec.target + "'", "it is updated in stage " + std::to_string(home) +
                                                                   " but read in stage " + std::to_string(s) +
                                                                   "; keep a buffer's readers and its update in one stage");
@@ -395,7 +395,7 @@ class Carver {
     ir::ValueMap map;
     const bool programs = opt_.programs;
     for (const Value* v : d.lifted) {
-      const ir::InputSpec& orig = p_.inputSpecs[liftedSpec_.at(v)];
+      const ir::InputSpec& orig = p_.inputSpecs[specOf(v)];
       if (programs) {
         Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
         map[v] = nv;
@@ -434,9 +434,9 @@ class Carver {
       StageInput in;
       in.name = v->name;
       in.tensor = tensorSpecOf(*v);
-      if (auto it = userInput_.find(v); it != userInput_.end()) {
+      if (size_t user = indexOf(userInput_, v); user != kNone) {
         in.source.kind = ValueSource::Kind::UserInput;
-        in.source.userInput = static_cast<uint32_t>(it->second);
+        in.source.userInput = static_cast<uint32_t>(user);
       } else {
         in.source.kind = ValueSource::Kind::StageOutput;
         in.source.stage = static_cast<uint32_t>(homeStage(v));
@@ -606,7 +606,7 @@ class Carver {
     std::vector<std::vector<uint32_t>> holders(groups.size());
     for (size_t s = 0; s < stages_.size(); ++s)
       for (const Value* v : stages_[s].lifted)
-        if (auto it = groupOf.find(p_.inputSpecs[liftedSpec_.at(v)].target); it != groupOf.end()) {
+        if (auto it = groupOf.find(p_.inputSpecs[specOf(v)].target); it != groupOf.end()) {
           auto& h = holders[it->second];
           if (h.empty() || h.back() != s) h.push_back(static_cast<uint32_t>(s));
         }
@@ -633,9 +633,33 @@ class Carver {
     if (!p) internalError("carve", "a producer is not a node of the graph");
     return *p;
   }
-  std::unordered_map<const Value*, size_t> userInput_;   // value -> flat user input index
-  std::vector<size_t> userInputs_;                       // flat index -> input spec index
-  std::unordered_map<const Value*, size_t> liftedSpec_;  // value -> input spec index
+  // By value number (index() numbers them), kNone where a value has none:
+  // flat arrays where maps keyed by pointers cost a cache miss per lookup,
+  // and ordering a stage's 10^4 lifted tensors looked up n log n times.
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<size_t> userInput_;   // value -> flat user input index
+  std::vector<size_t> userInputs_;  // flat index -> input spec index
+  std::vector<size_t> liftedSpec_;  // value -> input spec index
+  void setIndex(std::vector<size_t>& table, const Value* v, size_t index) const {
+    if (!v) return;
+    if (!g_.owns(v)) internalError("carve", "input '" + v->name + "' is not a value of the graph");
+    table[v->number] = index;
+  }
+  size_t indexOf(const std::vector<size_t>& table, const Value* v) const {
+    return g_.owns(v) ? table[v->number] : kNone;
+  }
+  size_t specOf(const Value* v) const {
+    size_t spec = indexOf(liftedSpec_, v);
+    if (spec == kNone) internalError("carve", "value '" + v->name + "' is not a lifted input");
+    return spec;
+  }
+  void sortByIndex(std::vector<const Value*>& values, const std::vector<size_t>& table) const {
+    std::vector<std::pair<size_t, const Value*>> keyed;
+    keyed.reserve(values.size());
+    for (const Value* v : values) keyed.emplace_back(indexOf(table, v), v);
+    std::sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (size_t i = 0; i < keyed.size(); ++i) values[i] = keyed[i].second;
+  }
   std::vector<StageData> stages_;
   std::vector<std::unique_ptr<Value>> carriers_;              // 0-d tensors carrying symbolic values
   std::unordered_map<const Value*, const Value*> carrierOf_;  // symbolic value -> its carrier
