@@ -18,15 +18,17 @@ std::string parentPath(const std::string& path) {
   return dot == std::string::npos ? std::string() : path.substr(0, dot);
 }
 
-ModuleInfo& ModuleTree::ensure(const std::string& path) {
-  auto it = modules_.find(path);
-  if (it != modules_.end()) return it->second;
+ModuleInfo& ModuleTree::ensure(std::string_view path, Created& created) {
+  if (auto it = modules_.find(path); it != modules_.end()) return it->second;
+  ModuleInfo* parent = nullptr;
   if (!path.empty()) {
-    ModuleInfo& parent = ensure(parentPath(path));
-    parent.children.push_back(path);
+    const size_t dot = path.rfind('.');
+    parent = &ensure(dot == std::string_view::npos ? std::string_view() : path.substr(0, dot), created);
   }
-  ModuleInfo& m = modules_[path];
+  ModuleInfo& m = modules_.try_emplace(std::string(path)).first->second;
   m.path = path;
+  if (parent) parent->children.push_back(m.path);
+  created.emplace_back(&m, parent);
   return m;
 }
 
@@ -57,7 +59,9 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   const size_t expected = p.graph.nodes.size() / 4 + 16;
   innermost.reserve(expected);
   t.modules_.reserve(expected);
-  ModuleInfo* root = &t.ensure("");
+  Created created;
+  created.reserve(expected);
+  ModuleInfo* root = &t.ensure("", created);
   const std::vector<ModuleFrame>* lastStack = nullptr;
   ModuleInfo* lastOwn = nullptr;
   // The last new stack's frames, resolved: a new stack mostly shares its
@@ -73,21 +77,19 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
       } else if (stack && !stack->empty()) {
         auto [it, first] = innermost.emplace(stack, nullptr);
         if (first) {
-          std::vector<ModuleInfo*> info(stack->size());
+          // lastNewInfo's first `shared` entries stay; the rest are this stack's.
           const size_t shared = lastNew ? sharedFrames(*lastNew, *stack) : 0;
+          lastNewInfo.resize(stack->size());
           for (size_t k = 0; k < stack->size(); ++k) {
             const ModuleFrame& f = (*stack)[k];
-            if (k < shared) {
-              info[k] = lastNewInfo[k];
-            } else {
+            if (k >= shared) {
               checkDepth(f.path, [&] { return "node '" + n->label() + "': nn_module_stack"; });
-              info[k] = &t.ensure(f.path);
+              lastNewInfo[k] = &t.ensure(f.path, created);
             }
-            if (info[k]->type.empty()) info[k]->type = f.type;
+            if (lastNewInfo[k]->type.empty()) lastNewInfo[k]->type = f.type;
           }
-          it->second = info.back();
+          it->second = lastNewInfo.back();
           lastNew = stack;
-          lastNewInfo = std::move(info);
         }
         own = it->second;
         lastStack = stack;
@@ -99,30 +101,32 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   };
   walk(p.graph);
   // A module's tensors come one after another (q_proj.weight, q_proj.bias):
-  // the last parent found skips the map's string comparisons.
-  std::string lastParent;
+  // the last parent found skips the map.
+  std::string_view lastParent;
   ModuleInfo* lastModule = nullptr;
   for (const auto& [fqn, bytes] : tensors) {
     checkDepth(fqn, [&] { return "tensor '" + fqn.substr(0, 200) + "'"; });
-    std::string parent = parentPath(fqn);
+    const size_t dot = fqn.rfind('.');
+    const std::string_view parent = dot == std::string::npos ? std::string_view() : std::string_view(fqn).substr(0, dot);
     if (!lastModule || parent != lastParent) {
-      lastModule = &t.ensure(parent);
-      lastParent = std::move(parent);
+      lastModule = &t.ensure(parent, created);
+      lastParent = parent;
     }
     lastModule->ownParamBytes += bytes;
   }
 
-  std::function<void(ModuleInfo&)> total = [&](ModuleInfo& m) {
-    m.totalNodes = m.ownNodes;
-    m.totalParamBytes = m.ownParamBytes;
-    for (const auto& c : m.children) {
-      ModuleInfo& child = t.modules_.at(c);
-      total(child);
-      m.totalNodes += child.totalNodes;
-      m.totalParamBytes += child.totalParamBytes;
+  // Totals: children after parents in `created` (ensure makes ancestors
+  // first), so one backward sweep adds each module into its parent, found
+  // by the address kept at creation instead of a lookup by path.
+  for (auto [m, parent] : created) {
+    m->totalNodes = m->ownNodes;
+    m->totalParamBytes = m->ownParamBytes;
+  }
+  for (size_t i = created.size(); i-- > 0;)
+    if (ModuleInfo* parent = created[i].second) {
+      parent->totalNodes += created[i].first->totalNodes;
+      parent->totalParamBytes += created[i].first->totalParamBytes;
     }
-  };
-  total(t.modules_.at(""));
   return t;
 }
 

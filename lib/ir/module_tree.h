@@ -3,6 +3,7 @@
 // parameter FQNs: per module, node counts and parameter bytes.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -29,19 +30,29 @@ class ModuleTree {
   const ModuleInfo& root() const { return modules_.at(""); }
   // Unordered: ask by path, or walk from root() through `children` (in
   // first-seen order) or preorder().
-  const std::unordered_map<std::string, ModuleInfo>& modules() const { return modules_; }
+  const auto& modules() const { return modules_; }
   // Preorder walk: (module, depth).
   std::vector<std::pair<const ModuleInfo*, int>> preorder() const;
   // Up to `n` existing module paths closest to `name` (edit distance), for "did you mean".
   std::vector<std::string> closest(const std::string& name, size_t n = 3) const;
 
  private:
-  ModuleInfo& ensure(const std::string& path);
+  // (module, its parent) in order of creation: a parent before its children.
+  using Created = std::vector<std::pair<ModuleInfo*, ModuleInfo*>>;
+  // The module at `path`, made (with its missing ancestors, added to
+  // `created`) if new. One hash of `path` when it exists.
+  ModuleInfo& ensure(std::string_view path, Created& created);
+  // Looked up by views (the FQNs' prefixes, the frames' paths) without
+  // making a string per lookup.
+  struct PathHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   // Hashed, not ordered: a deep model has ~10 modules per layer, and an
   // ordered map's string comparisons (a cache miss each at 10^4 modules) made
   // building the tree the fastest-growing phase of a 10^5-node preview.
   // Node-based: a ModuleInfo's address is stable while the tree lives.
-  std::unordered_map<std::string, ModuleInfo> modules_;
+  std::unordered_map<std::string, ModuleInfo, PathHash, std::equal_to<>> modules_;
 };
 
 // "a.b.c" -> "a.b"; "a" -> ""
