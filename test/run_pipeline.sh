@@ -164,8 +164,8 @@ expect 2 "nccl, cuda per rank" -- env RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WOR
 contains "cuda per rank message" "--devices: 'cuda:1' requested, but no CUDA device is available"
 expect 2 "unknown backend" -- "${dist[@]}" "$run" "$splits/mlp.2" --backend mpi --random-inputs -q --timeout 3
 contains "backend message" "--backend: unknown backend 'mpi' (gloo, gloo-strict, nccl, auto)"
-cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
+rm -rf "$out/tampered" && cp -r "$splits/mlp.2" "$out/tampered" && printf 'x' | dd of="$out/tampered/stage_001.pt" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect 2 "tampered stage" -- "$run" "$out/tampered" --inputs "$models/mlp.ref.safetensors" -q
-contains "hash message" "stage 1 file 'stage_001.pt': sha256"
+contains "hash message" "stage 1 file 'stage_001.pt': xxh3_128"
 echo "run_pipeline: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

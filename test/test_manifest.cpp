@@ -11,6 +11,7 @@
 
 #include "manifest/manifest.h"
 #include "manifest/shapes.h"
+#include "support/digest.h"
 #include "support/sha256.h"
 #include "support/error.h"
 #include "support/parallel.h"
@@ -39,8 +40,8 @@ static bool operator==(const StageOutput& a, const StageOutput& b) {
   return a.name == b.name && a.tensor == b.tensor && a.consumers == b.consumers;
 }
 static bool operator==(const StageFile& a, const StageFile& b) {
-  return std::tie(a.path, a.format, a.sha256, a.bytes, a.gradRegionsInlined) ==
-         std::tie(b.path, b.format, b.sha256, b.bytes, b.gradRegionsInlined);
+  return std::tie(a.path, a.format, a.sha256, a.bytes, a.gradRegionsInlined, a.xxh3_128) ==
+         std::tie(b.path, b.format, b.sha256, b.bytes, b.gradRegionsInlined, b.xxh3_128);
 }
 static bool operator==(const pipecut::MissingFile& a, const pipecut::MissingFile& b) {
   return a.format == b.format && a.reason == b.reason;
@@ -148,7 +149,7 @@ Manifest fullManifest() {
 
   pipecut::Stage s0;
   s0.index = 0;
-  s0.files.push_back({"stage_000.pt", "torchscript", std::string(64, 'a'), 12345});
+  s0.files.push_back({"stage_000.pt", "torchscript", std::string(64, 'a'), 12345, false, std::string(32, 'e')});
   s0.files.push_back({"stage_000.pt2", "pt2", std::string(64, 'b'), 9007199254740993ull});  // > 2^53
   s0.inputs.push_back({"x", tensor("float32", {{0, "s77"}, {16, ""}}), fromUser(0)});
   s0.outputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), {toStage(1, 0), toStage(1, 1)}});
@@ -252,6 +253,27 @@ TEST_CASE("sha256 of a file equals the hash of its bytes", "[manifest]") {
   pipecut::Error e = expectInvalid([&] { pipecut::sha256File(dir + "/missing"); });
   CHECK(e.file() == dir + "/missing");
   CHECK_THAT(e.what(), Catch::Contains("cannot open: No such file or directory"));
+}
+
+TEST_CASE("xxh3_128 matches xxhsum -H2, in one piece, in pieces and from a file", "[manifest]") {
+  // Expected values from xxhsum 0.8.1 (`printf abc | xxhsum -H2`).
+  CHECK(pipecut::xxh3_128Bytes("", 0) == "99aa06d3014798d86001c324468d497f");
+  CHECK(pipecut::xxh3_128Bytes("abc", 3) == "06b05ab6733a618578af5f94892f3950");
+  std::string dir = scratchDir("xxh_file");
+  for (size_t n : {size_t(0), size_t(1), size_t(240), size_t(241), size_t(65536), size_t(5000001)}) {
+    std::string bytes;
+    for (size_t i = 0; i < n; ++i) bytes += static_cast<char>((i * 131 + 7) & 0xff);
+    const std::string whole = pipecut::xxh3_128Bytes(bytes.data(), bytes.size());
+    pipecut::Xxh3_128 pieces;
+    for (size_t at = 0; at < n; at += 1000) pieces.update(bytes.data() + at, std::min<size_t>(1000, n - at));
+    CHECK(pieces.hexDigest() == whole);
+    std::string path = dir + "/f" + std::to_string(n);
+    writeFile(path, bytes);
+    CHECK(pipecut::digestFile(pipecut::Digest::Xxh3_128, path) == whole);
+    CHECK(pipecut::digestFile(pipecut::Digest::Sha256, path) == sha(bytes));
+  }
+  pipecut::Error e = expectInvalid([&] { pipecut::digestFile(pipecut::Digest::Xxh3_128, dir + "/missing"); });
+  CHECK(e.file() == dir + "/missing");
 }
 
 TEST_CASE("a full manifest round-trips through JSON and binary", "[manifest]") {
@@ -496,6 +518,9 @@ TEST_CASE("manifests whose parts disagree are rejected: what the runner would ot
   m = fullManifest();
   m.stages[0].files[0].sha256 = std::string(64, 'A');
   CHECK(whereOf(m) == "stages[0].files[0].sha256");
+  m.stages[0].files[0].sha256 = std::string(64, 'a');
+  m.stages[0].files[0].xxh3_128 = std::string(64, 'a');  // a SHA-256 in its place
+  CHECK(whereOf(m) == "stages[0].files[0].xxh3_128");
   m = fullManifest();
   m.stages[0].missing[0].format = "onnx";
   CHECK(whereOf(m) == "stages[0].missing[0].format");

@@ -281,7 +281,11 @@ TEST_CASE("verify catches a changed, missing or extra file", "[split]") {
   }
   auto r = test::runPipecut("verify " + out);
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.output, Catch::Contains("stage 1 file 'stage_001.pt2': sha256"));
+  CHECK_THAT(r.output, Catch::Contains("stage 1 file 'stage_001.pt2': xxh3_128 "));
+  CHECK_THAT(r.output, Catch::Contains(" differs from the manifest's "));
+  r = test::runPipecut("verify " + out + " --sha256");
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains("stage 1 file 'stage_001.pt2': sha256 "));
   fs::remove(out + "/stage_000.pt");
   r = test::runPipecut("verify " + out);
   CHECK(r.exitCode == 2);
@@ -291,6 +295,43 @@ TEST_CASE("verify catches a changed, missing or extra file", "[split]") {
   r = test::runPipecut("verify " + out);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.output, Catch::Contains("'stray.bin': is not listed in the manifest"));
+}
+
+TEST_CASE("verify checks XXH3-128 by default, SHA-256 when asked or when the manifest has no XXH3-128", "[split]") {
+  std::string out = test::outPath("splits/digests");
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " -q").exitCode == 0);
+  Manifest m = pipecut::readManifest(out);
+  for (const auto& st : m.stages)
+    for (const auto& f : st.files) {
+      CHECK(f.xxh3_128 == pipecut::digestFile(pipecut::Digest::Xxh3_128, out + "/" + f.path));
+      CHECK(f.sha256 == pipecut::digestFile(pipecut::Digest::Sha256, out + "/" + f.path));
+    }
+  auto r = test::runPipecut("verify " + out);
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains("ok: 4 stage files match " + out + "/manifest (xxh3_128)"));
+  r = test::runPipecut("verify " + out + " --sha256 --json");
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains(R"({"ok": true, "files": 4, "digests": "sha256"})"));
+  // A manifest written before XXH3-128 was recorded: its files are checked by SHA-256.
+  fs::remove(out + "/manifest.pb");
+  for (auto& st : m.stages)
+    for (auto& f : st.files) f.xxh3_128.clear();
+  {
+    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
+  }
+  r = test::runPipecut("verify " + out);
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains("(sha256)"));
+  m.stages[0].files[0].xxh3_128 = std::string(32, '0');  // one file with it, wrong
+  {
+    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
+  }
+  r = test::runPipecut("verify " + out);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains("stage 0 file '" + m.stages[0].files[0].path + "': xxh3_128 "));
+  CHECK_THAT(r.output, Catch::Contains("differs from the manifest's 00000000000000000000000000000000"));
+  r = test::runPipecut("verify " + out + " --sha256");
+  CHECK(r.exitCode == 0);
 }
 
 TEST_CASE("preview prints the stages and writes nothing; --dot draws them", "[split]") {

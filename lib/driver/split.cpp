@@ -72,6 +72,7 @@ StageFile writeStageFile(const fs::path& dir, const std::string& file, const std
     return n;
   });
   StageFile f{file, format, w.finish(), w.bytes()};
+  f.xxh3_128 = w.xxh3_128();
   progress.filesDone++;
   return f;
 }

@@ -14,7 +14,7 @@ namespace pipecut::driver {
 
 namespace fs = std::filesystem;
 
-size_t verifyDirectory(const VerifyRequest& r) {
+VerifyResult verifyDirectory(const VerifyRequest& r) {
   Manifest m = readManifest(r.dir);
   std::set<std::string> listed = {"manifest.json", "manifest.pb"};
   for (const auto& st : m.stages)
@@ -33,6 +33,7 @@ size_t verifyDirectory(const VerifyRequest& r) {
   std::atomic<uint64_t> hashed{0};
   StageFileCheck check;
   check.threads = r.threads;
+  check.sha256 = r.sha256;
   check.progress = [&](size_t n) { hashed += n; };
   const double total = static_cast<double>(stageFileBytes(m, check));
   support::ProgressLine line(r.progress, [&](double s) {
@@ -40,7 +41,14 @@ size_t verifyDirectory(const VerifyRequest& r) {
     return "pipecut: verified " + support::humanBytes(done) + " of " + support::humanBytes(total) + ", " +
            support::humanBytes(done / s) + "/s";
   });
-  return verifyStageFiles(r.dir, m, check);
+  VerifyResult result;
+  result.files = verifyStageFiles(r.dir, m, check);
+  std::set<std::string> used;
+  for (const auto& st : m.stages)
+    for (const auto& f : st.files) used.insert(digestName(checkedDigest(f, check)));
+  for (auto it = used.rbegin(); it != used.rend(); ++it)  // "xxh3_128 and sha256"
+    result.digests += (result.digests.empty() ? "" : " and ") + *it;
+  return result;
 }
 
 }  // namespace pipecut::driver

@@ -59,6 +59,10 @@ struct StageFile {
   // no_grad and autocast-disabling regions inlined, its maps of static
   // length unrolled; forward only.
   bool gradRegionsInlined = false;
+  // 32 lowercase hex digits; empty in a manifest written before pipecut
+  // recorded it (those have sha256 only). What pipecut verify and
+  // pipecut-run check by default: support/digest.h says why both are there.
+  std::string xxh3_128;
 };
 
 // A format a stage lacks because that format cannot express it; the split

@@ -83,6 +83,7 @@ void toProto(const Stage& s, pb::Stage* out) {
     file->set_sha256(f.sha256);
     file->set_bytes(f.bytes);
     file->set_grad_regions_inlined(f.gradRegionsInlined);
+    file->set_xxh3_128(f.xxh3_128);
   }
   for (const StageInput& in : s.inputs) {
     pb::StageInput* input = out->add_inputs();
@@ -268,7 +269,7 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
   Stage out;
   out.index = s.index();
   for (const pb::StageFile& f : s.files())
-    out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes(), f.grad_regions_inlined()});
+    out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes(), f.grad_regions_inlined(), f.xxh3_128()});
   for (int i = 0; i < s.inputs_size(); ++i) {
     const pb::StageInput& in = s.inputs(i);
     std::string at = indexed(path, "inputs", i);
@@ -396,9 +397,13 @@ void checkFile(const StageFile& f, const std::string& path) {
     invalidInput(path + ".path", "'" + f.path + "' is not a stage file name");
   if (f.format != "torchscript" && f.format != "pt2")
     invalidInput(path + ".format", "unknown format '" + f.format + "' (torchscript, pt2)");
-  bool hex = f.sha256.size() == 64;
-  for (char c : f.sha256) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
-  if (!hex) invalidInput(path + ".sha256", "expected 64 lowercase hex digits");
+  auto hex = [](const std::string& s, size_t digits) {
+    bool ok = s.size() == digits;
+    for (char c : s) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+    return ok;
+  };
+  if (!hex(f.sha256, 64)) invalidInput(path + ".sha256", "expected 64 lowercase hex digits");
+  if (!f.xxh3_128.empty() && !hex(f.xxh3_128, 32)) invalidInput(path + ".xxh3_128", "expected 32 lowercase hex digits");
 }
 
 void checkRanges(const Manifest& m) {

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "support/error.h"
-#include "support/sha256.h"
+#include "support/digest.h"
+#include "support/parallel.h"
 
 namespace pipecut {
 
@@ -33,6 +34,10 @@ std::string where(const Selected& s) {
 
 }  // namespace
 
+Digest checkedDigest(const StageFile& f, const StageFileCheck& check) {
+  return check.sha256 || f.xxh3_128.empty() ? Digest::Sha256 : Digest::Xxh3_128;
+}
+
 uint64_t stageFileBytes(const Manifest& m, const StageFileCheck& check) {
   uint64_t n = 0;
   for (const auto& s : selectFiles("", m, check)) n += s.file->bytes;
@@ -56,16 +61,22 @@ size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFi
                   "is " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(s.file->bytes));
     paths.push_back(s.path);
   }
-  std::vector<std::string> digests;
+  std::vector<std::string> digests(files.size());
   try {
-    digests = sha256Files(paths, check.threads, check.progress);
+    support::parallelFor(files.size(), check.threads, [&](size_t i) {
+      digests[i] = digestFile(checkedDigest(*files[i].file, check), paths[i], check.progress);
+    });
   } catch (const Error& e) {
     throw Error(e.kind(), dir, e.file(), e.message());
   }
-  for (size_t i = 0; i < files.size(); ++i)
-    if (digests[i] != files[i].file->sha256)
+  for (size_t i = 0; i < files.size(); ++i) {
+    const StageFile& f = *files[i].file;
+    const Digest d = checkedDigest(f, check);
+    const std::string& recorded = d == Digest::Sha256 ? f.sha256 : f.xxh3_128;
+    if (digests[i] != recorded)
       throw Error(ErrorKind::InvalidInput, dir, where(files[i]),
-                  "sha256 " + digests[i] + " differs from the manifest's " + files[i].file->sha256);
+                  std::string(digestName(d)) + " " + digests[i] + " differs from the manifest's " + recorded);
+  }
   return files.size();
 }
 

@@ -6,22 +6,30 @@
 #include <string>
 
 #include "manifest/manifest.h"
+#include "support/digest.h"
 
 namespace pipecut {
 
 struct StageFileCheck {
   // Which files to check (all when empty).
   std::function<bool(const Stage&, const StageFile&)> select;
+  // Which digest: by default XXH3-128 where the manifest has it (SHA-256
+  // where it does not, in manifests from before it was recorded); with
+  // `sha256`, SHA-256 for every file (support/digest.h).
+  bool sha256 = false;
   unsigned threads = 0;                       // 0: the machine's cores
   std::function<void(size_t bytes)> progress; // bytes hashed, from any thread
 };
 
-// Each selected file exists in `dir` with the manifest's size and SHA-256.
+// Each selected file exists in `dir` with the manifest's size and digest.
 // Throws pipecut::Error (InvalidInput) with file = dir and where = "stage N
 // file 'NAME'"; returns the number of files checked.
 size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check = {});
 
 // Bytes of the files verifyStageFiles would hash.
 uint64_t stageFileBytes(const Manifest& m, const StageFileCheck& check = {});
+
+// The digest verifyStageFiles checks for `f`.
+Digest checkedDigest(const StageFile& f, const StageFileCheck& check);
 
 }  // namespace pipecut

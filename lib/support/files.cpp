@@ -64,6 +64,7 @@ size_t HashingWriter::write(const void* data, size_t n) {
   bytes_ += n;
   if (n < kBuffer) {
     hash_.update(data, n);
+    fast_.update(data, n);
     if (buffer_.size() + n > kBuffer) flushBuffer();
     buffer_.append(static_cast<const char*>(data), n);
     return n;
@@ -76,6 +77,7 @@ size_t HashingWriter::write(const void* data, size_t n) {
   for (size_t done = 0; done < n;) {
     size_t k = std::min(kPiece, n - done);
     hash_.update(p + done, k);
+    fast_.update(p + done, k);
     writeAll(p + done, k);
     done += k;
   }
@@ -121,6 +123,7 @@ std::string HashingWriter::finish() {
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
+  xxh3_128_ = fast_.hexDigest();
   return hash_.hexDigest();
 }
 

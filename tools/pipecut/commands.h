@@ -41,6 +41,7 @@ struct VerifyOptions {
   std::string dir;
   bool quiet = false;
   bool json = false;
+  bool sha256 = false;
 };
 int runVerify(const VerifyOptions& o);
 

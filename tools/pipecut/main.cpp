@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   ver->add_option("dir", verify.dir, "the directory written by pipecut split")->required();
   ver->add_flag("-q,--quiet", verify.quiet, "no progress line");
   ver->add_flag("--json", verify.json, "print the result as JSON");
+  ver->add_flag("--sha256", verify.sha256,
+                "check each file's SHA-256 (its cryptographic identity) instead of its XXH3-128 (accidental change, "
+                "at disk speed)");
 
   cli::MergeOptions merge;
   auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "

@@ -63,11 +63,12 @@ int runVerify(const VerifyOptions& o) {
   driver::VerifyRequest r;
   r.dir = o.dir;
   r.progress = !o.quiet && !o.json && support::stderrIsTerminal();
-  size_t n = driver::verifyDirectory(r);
+  r.sha256 = o.sha256;
+  driver::VerifyResult v = driver::verifyDirectory(r);
   if (o.json)
-    std::cout << "{\"ok\": true, \"files\": " << n << "}\n";
+    std::cout << "{\"ok\": true, \"files\": " << v.files << ", \"digests\": \"" << v.digests << "\"}\n";
   else
-    std::cout << "ok: " << n << " stage files match " << o.dir << "/manifest\n";
+    std::cout << "ok: " << v.files << " stage files match " << o.dir << "/manifest (" << v.digests << ")\n";
   return 0;
 }
 
