@@ -13,18 +13,19 @@ bool pathIn(const std::string& p, const std::string& module) {
   return p == module || (p.size() > module.size() && p.compare(0, module.size(), module) == 0 && p[module.size()] == '.');
 }
 
-std::string parentPath(const std::string& path) {
+namespace {
+std::string_view parentOf(std::string_view path) {
   size_t dot = path.rfind('.');
-  return dot == std::string::npos ? std::string() : path.substr(0, dot);
+  return dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
 }
+}  // namespace
+
+std::string parentPath(const std::string& path) { return std::string(parentOf(path)); }
 
 ModuleInfo& ModuleTree::ensure(std::string_view path, Created& created) {
   if (auto it = modules_.find(path); it != modules_.end()) return it->second;
   ModuleInfo* parent = nullptr;
-  if (!path.empty()) {
-    const size_t dot = path.rfind('.');
-    parent = &ensure(dot == std::string_view::npos ? std::string_view() : path.substr(0, dot), created);
-  }
+  if (!path.empty()) parent = &ensure(parentOf(path), created);
   ModuleInfo& m = modules_.try_emplace(std::string(path)).first->second;
   m.path = path;
   if (parent) parent->children.push_back(m.path);
@@ -106,8 +107,7 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   ModuleInfo* lastModule = nullptr;
   for (const auto& [fqn, bytes] : tensors) {
     checkDepth(fqn, [&] { return "tensor '" + fqn.substr(0, 200) + "'"; });
-    const size_t dot = fqn.rfind('.');
-    const std::string_view parent = dot == std::string::npos ? std::string_view() : std::string_view(fqn).substr(0, dot);
+    const std::string_view parent = parentOf(fqn);
     if (!lastModule || parent != lastParent) {
       lastModule = &t.ensure(parent, created);
       lastParent = parent;

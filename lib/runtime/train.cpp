@@ -397,7 +397,7 @@ class Trainer {
             // of the last backwards down to stage 0 (then its optimizer
             // step and next forward, which the last stage waits for), and a
             // producer waits on the inputs' gradients, not on this stage's
-            // weight gradients (on the loss stage a third of the backward).
+            // weight gradients (on the loss stage ~40% of the backward).
             // Same arithmetic as one backward pass (WeightGradCapture), and W
             // follows at once. Not in the steady state: split, a backward
             // costs ~5% more, and there the producer is not what waits.

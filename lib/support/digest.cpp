@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "support/error.h"
-#include "support/parallel.h"
 #include "support/sha256.h"
 
 namespace pipecut {
@@ -86,13 +85,6 @@ std::string hashFile(const std::string& path, const std::function<void(size_t)>&
 
 std::string digestFile(Digest d, const std::string& path, const std::function<void(size_t)>& progress) {
   return d == Digest::Sha256 ? hashFile<Sha256>(path, progress) : hashFile<Xxh3_128>(path, progress);
-}
-
-std::vector<std::string> digestFiles(Digest d, const std::vector<std::string>& paths, unsigned threads,
-                                     const std::function<void(size_t)>& progress) {
-  std::vector<std::string> out(paths.size());
-  support::parallelFor(paths.size(), threads, [&](size_t i) { out[i] = digestFile(d, paths[i], progress); });
-  return out;
 }
 
 }  // namespace pipecut

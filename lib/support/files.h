@@ -40,7 +40,7 @@ class HashingWriter {
   uint64_t bytes_ = 0;
   uint64_t written_ = 0, writebackFrom_ = 0;  // bytes handed to the kernel; start of the range not yet sent to disk
   Sha256 hash_;
-  Xxh3_128 fast_;  // ~10x the speed of hash_: costs the writer nothing measurable
+  Xxh3_128 fast_;  // the same bytes, for the manifest's xxh3_128 (support/digest.h)
   std::string xxh3_128_;
 };
 

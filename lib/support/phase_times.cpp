@@ -17,9 +17,10 @@ std::vector<std::pair<std::string, double>> g_phases;
 // Static initialization runs after the shared libraries' (LibTorch's), just
 // before main: the total below is the time beyond process start.
 const std::chrono::steady_clock::time_point g_start = std::chrono::steady_clock::now();
-// Page faults and kernel time are most of what grows faster than the node
-// count (a fault costs more when the process holds more memory): reported
-// beside the wall times, from the same starting point.
+// Page faults and kernel time, from the same starting point: faulting in
+// fresh pages is over a third of a 10^5-node preview, and telling it apart
+// from user time shows which of the two grows faster than the node count
+// (bench/scale.py: the kernel's part grows linearly).
 struct Usage {
   long minorFaults = 0;
   double systemSeconds = 0;

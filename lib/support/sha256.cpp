@@ -40,9 +40,4 @@ std::string sha256File(const std::string& path, const std::function<void(size_t)
   return digestFile(Digest::Sha256, path, progress);
 }
 
-std::vector<std::string> sha256Files(const std::vector<std::string>& paths, unsigned threads,
-                                     const std::function<void(size_t)>& progress) {
-  return digestFiles(Digest::Sha256, paths, threads, progress);
-}
-
 }  // namespace pipecut

@@ -7,7 +7,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace pipecut {
 
@@ -30,9 +29,5 @@ std::string sha256Bytes(const void* data, size_t n);
 // Throws pipecut::Error (InvalidInput) naming the file when it cannot be read.
 // `progress`, when given, is called with the bytes of each chunk read.
 std::string sha256File(const std::string& path, const std::function<void(size_t)>& progress = nullptr);
-// Several files on up to `threads` threads (0: the machine's cores); digests
-// in the order of `paths`. `progress` may be called from any of the threads.
-std::vector<std::string> sha256Files(const std::vector<std::string>& paths, unsigned threads = 0,
-                                     const std::function<void(size_t)>& progress = nullptr);
 
 }  // namespace pipecut
