@@ -24,7 +24,7 @@ pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
     const auto& ta = ia->second;
     const auto& tb = ib->second;
     if (!ta.meta || !tb.meta || ta.usePickle || tb.usePickle) return false;
-    if (ta.entry.value("tensor_meta", ir::Json()) != tb.entry.value("tensor_meta", ir::Json())) return false;
+    if (ta.entry().value("tensor_meta", ir::Json()) != tb.entry().value("tensor_meta", ir::Json())) return false;
     pt2::ByteView va = ta.data.view(), vb = tb.data.view();
     return va.size == vb.size && std::memcmp(va.data, vb.data, va.size) == 0;
   };

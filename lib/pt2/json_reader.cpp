@@ -203,13 +203,17 @@ ir::TensorMeta tensorMeta(Element j, const Path& w) {
   {
     Path ws = w["sizes"];
     size_t i = 0;
-    for (Element s : array(field(j, "sizes", w), ws)) m.sizes.push_back(symInt(s, ws[i++]));
+    Array sizes = array(field(j, "sizes", w), ws);
+    m.sizes.reserve(sizes.size());
+    for (Element s : sizes) m.sizes.push_back(symInt(s, ws[i++]));
   }
   {
     // Required, as in torch's schema: a 0-d tensor has [] and nothing else does.
     Path ws = w["strides"];
     size_t i = 0;
-    for (Element s : array(field(j, "strides", w), ws)) m.strides.push_back(symInt(s, ws[i++]));
+    Array strides = array(field(j, "strides", w), ws);
+    m.strides.reserve(strides.size());
+    for (Element s : strides) m.strides.push_back(symInt(s, ws[i++]));
   }
   Element e;
   if (find(j, "storage_offset", e)) m.storageOffset = symInt(e, w["storage_offset"]);

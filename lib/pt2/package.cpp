@@ -25,6 +25,8 @@ ByteView Blob::view() const {
 
 std::optional<uint32_t> Blob::crc32() const { return source ? source->crc32(record) : std::nullopt; }
 
+ir::Json StoredTensor::entry() const { return Json::parse(entryJson); }
+
 uint64_t StoredTensor::logicalBytes() const {
   if (!meta) return 0;
   auto n = meta->numel();
@@ -78,10 +80,8 @@ std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<cons
   std::string configRecord = dir + configName;
   std::vector<PayloadEntry> entries;
   try {
-    entries = parsePayloadConfig(a->bytes(configRecord).str(), dir, configRecord, [&](const std::string& record) -> std::optional<uint64_t> {
-      if (!a->has(record)) return std::nullopt;
-      return a->size(record);
-    });
+    entries = parsePayloadConfig(a->bytes(configRecord).str(), dir, configRecord,
+                                 [&](const std::string& record) -> std::optional<uint64_t> { return a->sizeIfPresent(record); });
   } catch (const Error& e) {
     e.rethrowWithFile(a->path());
   }
@@ -89,7 +89,7 @@ std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<cons
   for (PayloadEntry& e : entries) {
     StoredTensor t;
     t.fqn = e.fqn;
-    t.entry = std::move(e.entry);
+    t.entryJson = std::move(e.entryJson);
     t.meta = std::move(e.meta);
     t.isParam = e.isParam;
     t.usePickle = e.usePickle;
@@ -192,19 +192,19 @@ PayloadPlan planPayload(const std::map<std::string, StoredTensor>& table, const 
   std::map<std::string, int> counters;
   for (const auto& [fqn, t] : table) {
     if (!keep.count(fqn)) continue;
+    Json e = t.entry();
     auto key = std::make_pair(static_cast<const void*>(t.data.source.get()),
                               t.data.source ? t.data.record : t.fqn);
     auto it = assigned.find(key);
     if (it == assigned.end()) {
       // Keep the kind of record the loader expects (tensor_, custom_obj_, ...).
-      std::string old = t.entry.value("path_name", std::string(tensorPrefix));
+      std::string old = e.value("path_name", std::string(tensorPrefix));
       std::string prefix = old.substr(0, old.find_last_not_of("0123456789") + 1);
       if (prefix.empty()) prefix = tensorPrefix;
       std::string name = prefix + std::to_string(counters[prefix]++);
       it = assigned.emplace(key, name).first;
       plan.records.emplace_back(name, &t.data);
     }
-    Json e = t.entry;
     e["path_name"] = it->second;
     plan.config["config"][fqn] = std::move(e);
   }

@@ -29,7 +29,8 @@ struct Blob {
 
 struct StoredTensor {
   std::string fqn;
-  ir::Json entry;                       // the payload-config entry, verbatim
+  std::string entryJson;                // the payload-config entry, verbatim (PayloadEntry::entryJson)
+  ir::Json entry() const;               // entryJson parsed
   std::optional<ir::TensorMeta> meta;   // absent for entries without tensor_meta
   bool isParam = false;
   bool usePickle = false;

@@ -51,7 +51,7 @@ std::vector<PayloadEntry> parsePayloadConfig(std::string_view text, const std::s
       t.record = dir + std::string(json::str(path, w["path_name"]));
       t.isParam = json::optBool(e, "is_param", false, w);
       t.usePickle = json::optBool(e, "use_pickle", false, w);
-      t.entry = json::toJson(e);
+      t.entryJson = simdjson::minify(e);
       std::optional<uint64_t> have = recordSize(t.record);
       if (!have) fail(w["path_name"], "names missing record '" + t.record + "'");
       json::Element metaJson;

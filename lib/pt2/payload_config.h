@@ -16,7 +16,11 @@ namespace pipecut::pt2 {
 
 struct PayloadEntry {
   std::string fqn;
-  ir::Json entry;                      // the config entry, verbatim
+  // The config entry, verbatim, as minified JSON text: a deep model has 10^4
+  // entries and a preview reads none of them, so StoredTensor::entry() parses
+  // one when a stage writes it (as nlohmann::json, the entries' ~40 values
+  // each cost ~2 us and ~40 allocations at read).
+  std::string entryJson;
   std::optional<ir::TensorMeta> meta;  // absent for entries without tensor_meta (custom objects)
   bool isParam = false;
   bool usePickle = false;

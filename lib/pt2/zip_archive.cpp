@@ -161,6 +161,16 @@ size_t ArchiveReader::size(const std::string& name) const {
   return entry(name).size;
 }
 
+std::optional<size_t> ArchiveReader::sizeIfPresent(const std::string& name) const {
+  if (impl_) {
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second.size;
+  }
+  if (!memory_.count(name)) return std::nullopt;
+  return bytes(name).size;
+}
+
 std::optional<uint32_t> ArchiveReader::crc32(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) return std::nullopt;

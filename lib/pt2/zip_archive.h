@@ -50,6 +50,9 @@ class ArchiveReader {
   // except in a converted older layout.
   std::string origin(const std::string& name) const;
   size_t size(const std::string& name) const;
+  // The size, or nullopt when there is no such record: one lookup where
+  // has() then size() take two (10^4 tensor records at open).
+  std::optional<size_t> sizeIfPresent(const std::string& name) const;
   // Zero-copy: the file is memory-mapped, and records are stored uncompressed.
   ByteView bytes(const std::string& name) const;
   // The record's CRC-32 as the central directory states it (unchecked
