@@ -64,6 +64,8 @@ class EarliestFirst final : public ReadyQueue {
     return n;
   }
   bool empty() const override { return heap_.empty(); }
+  // After nodes 0..i, node i+1 is ready (topological) and the least of all.
+  bool keepsTopologicalOrder() const override { return true; }
 
  private:
   std::priority_queue<size_t, std::vector<size_t>, std::greater<>> heap_;
@@ -136,7 +138,16 @@ class ModuleAffinity final : public ReadyQueue {
     while (size_ < counter) size_ *= 2;
     tree_.assign(2 * size_, kNone);
     leaves_.resize(counter);
+    contiguous_ = subtreesContiguous(g.nodes.size());
   }
+
+  // Say nodes 0..i are placed in order and the order is topological. pop()
+  // takes the least ready node of the first frame, walking up from node i's,
+  // whose subtree has one. If every subtree's nodes hold one contiguous run
+  // of positions, a subtree that still has nodes after i has i+1 (the run
+  // goes on past i), which is ready and the least left: the order stays.
+  // A module called twice (one frame, two runs) or interleaved calls break it.
+  bool keepsTopologicalOrder() const override { return contiguous_; }
 
   void push(size_t node) override {
     size_t leaf = first_[frameOf_[node]];
@@ -165,6 +176,28 @@ class ModuleAffinity final : public ReadyQueue {
  private:
   static constexpr size_t kNone = static_cast<size_t>(-1);
 
+  // Whether each frame's subtree holds a contiguous run of node positions:
+  // counts and extremes per frame, folded into parents (a frame is created
+  // after its parent, so a backward sweep sees children first).
+  bool subtreesContiguous(size_t nodes) const {
+    const size_t frames = parent_.size();
+    std::vector<size_t> count(frames, 0), lo(frames, kNone), hi(frames, 0);
+    for (size_t i = 0; i < nodes; ++i) {
+      const size_t f = frameOf_[i];
+      ++count[f];
+      lo[f] = std::min(lo[f], i);
+      hi[f] = std::max(hi[f], i);
+    }
+    for (size_t f = frames; f-- > 1;) {
+      if (count[f] && hi[f] - lo[f] + 1 != count[f]) return false;
+      const size_t p = parent_[f];
+      count[p] += count[f];
+      lo[p] = std::min(lo[p], lo[f]);
+      hi[p] = std::max(hi[p], hi[f]);
+    }
+    return true;  // the root's subtree is every node
+  }
+
   void update(size_t leaf) {
     size_t k = leaf + size_;
     tree_[k] = leaves_[leaf].empty() ? kNone : leaves_[leaf].top();
@@ -187,6 +220,7 @@ class ModuleAffinity final : public ReadyQueue {
   std::vector<std::priority_queue<size_t, std::vector<size_t>, std::greater<>>> leaves_;
   std::vector<size_t> tree_;              // min position over each range of frames
   size_t size_ = 1, count_ = 0;
+  bool contiguous_ = false;
 };
 
 }  // namespace
@@ -203,6 +237,11 @@ std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCy
 
 std::vector<size_t> listSchedule(const NodeEdges& e, ReadyQueue& ready, size_t* onCycle) {
   const size_t n = e.depStart.size() - 1;
+  if (ready.keepsTopologicalOrder() && isTopological(e)) {
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    return order;
+  }
   std::vector<size_t> pending(n);
   for (size_t i = 0; i < n; ++i) pending[i] = e.depStart[i + 1] - e.depStart[i];
   std::vector<size_t> order;

@@ -45,6 +45,10 @@ class ReadyQueue {
   // The next node to place, given the index of the node placed last (kNone at first).
   virtual size_t pop(size_t last) = 0;
   virtual bool empty() const = 0;
+  // True when, on a graph already in topological order, this policy would
+  // place every node where it stands: listSchedule then returns that order
+  // without a push or pop.
+  virtual bool keepsTopologicalOrder() const { return false; }
 };
 
 // Among ready nodes, the earliest original position: an ordered graph keeps its order.
@@ -55,7 +59,8 @@ std::unique_ptr<ReadyQueue> earliestFirst();
 std::unique_ptr<ReadyQueue> moduleAffinity(const Graph& g);
 
 // Places every node after the nodes it depends on, in the order `ready`
-// chooses. Returns an empty order, and sets *onCycle to a node on a cycle,
+// chooses (the identity, in linear time, where the order is topological and
+// the policy keeps such an order). Returns an empty order, and sets *onCycle to a node on a cycle,
 // when the graph has one.
 std::vector<size_t> listSchedule(const Graph& g, ReadyQueue& ready, size_t* onCycle);
 std::vector<size_t> listSchedule(const NodeEdges& e, ReadyQueue& ready, size_t* onCycle);
