@@ -100,8 +100,8 @@ Fairness notes:
     values (here the rotary cos/sin and the attention mask) in every stage
     that needs them and sends only the hidden state; pipeline() sends the
     hidden state plus those 3 tensors to every later stage.
-  * pipecut additionally writes a manifest (JSON + protobuf, with sha256 of
-    every file); B writes none.
+  * pipecut additionally writes a manifest (JSON + protobuf, with the
+    XXH3-128 of every file); B writes none.
 """
 
 import argparse

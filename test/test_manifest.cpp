@@ -518,6 +518,14 @@ TEST_CASE("manifests whose parts disagree are rejected: what the runner would ot
   m = fullManifest();
   m.stages[0].files[0].sha256 = std::string(64, 'A');
   CHECK(whereOf(m) == "stages[0].files[0].sha256");
+  // Either digest may be missing (sha256 unless split --sha256), not both.
+  m.stages[0].files[0].sha256.clear();
+  const std::string xxh = m.stages[0].files[0].xxh3_128;
+  m.stages[0].files[0].xxh3_128.clear();
+  CHECK(whereOf(m) == "stages[0].files[0]");
+  CHECK_THAT(messageOf(m), Catch::Contains("no digest: expected sha256 or xxh3_128"));
+  m.stages[0].files[0].xxh3_128 = xxh.empty() ? std::string(32, 'a') : xxh;
+  CHECK_NOTHROW(pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"));  // xxh3_128 alone
   m.stages[0].files[0].sha256 = std::string(64, 'a');
   m.stages[0].files[0].xxh3_128 = std::string(64, 'a');  // a SHA-256 in its place
   CHECK(whereOf(m) == "stages[0].files[0].xxh3_128");

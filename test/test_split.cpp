@@ -272,7 +272,7 @@ TEST_CASE("bad specs exit 2 with a clear message and change nothing at -o", "[sp
 
 TEST_CASE("verify catches a changed, missing or extra file", "[split]") {
   std::string out = test::outPath("splits/tamper");
-  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out).exitCode == 0);
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " --sha256").exitCode == 0);
   REQUIRE(test::runPipecut("verify " + out).exitCode == 0);
   {
     std::fstream f(out + "/stage_001.pt2", std::ios::in | std::ios::out | std::ios::binary);
@@ -298,15 +298,32 @@ TEST_CASE("verify catches a changed, missing or extra file", "[split]") {
 }
 
 TEST_CASE("verify checks XXH3-128 by default, SHA-256 when asked or when the manifest has no XXH3-128", "[split]") {
+  // By default a split records XXH3-128 alone; verify --sha256 says what is missing.
+  std::string plain = test::outPath("splits/digests_plain");
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + plain + " -q").exitCode == 0);
+  for (const auto& st : pipecut::readManifest(plain).stages)
+    for (const auto& f : st.files) {
+      CHECK(f.xxh3_128 == pipecut::digestFile(pipecut::Digest::Xxh3_128, plain + "/" + f.path));
+      CHECK(f.sha256.empty());
+    }
+  auto r = test::runPipecut("verify " + plain);
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains("(xxh3_128)"));
+  r = test::runPipecut("verify " + plain + " --sha256");
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.output, Catch::Contains(plain + ": stage 0 file 'stage_000.pt': the manifest records no sha256 for it "
+                                               "(pipecut split --sha256 records one)"));
+  // With --sha256 it records both, and the stage files are the same bytes.
   std::string out = test::outPath("splits/digests");
-  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " -q").exitCode == 0);
+  REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " -q --sha256").exitCode == 0);
   Manifest m = pipecut::readManifest(out);
   for (const auto& st : m.stages)
     for (const auto& f : st.files) {
       CHECK(f.xxh3_128 == pipecut::digestFile(pipecut::Digest::Xxh3_128, out + "/" + f.path));
       CHECK(f.sha256 == pipecut::digestFile(pipecut::Digest::Sha256, out + "/" + f.path));
+      CHECK(f.xxh3_128 == pipecut::digestFile(pipecut::Digest::Xxh3_128, plain + "/" + f.path));
     }
-  auto r = test::runPipecut("verify " + out);
+  r = test::runPipecut("verify " + out);
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.output, Catch::Contains("ok: 4 stage files match " + out + "/manifest (xxh3_128)"));
   r = test::runPipecut("verify " + out + " --sha256 --json");

@@ -60,12 +60,12 @@ struct WriteProgress {
   }
 };
 
-// One stage file: written through a hashing writer, so its SHA-256 costs no
+// One stage file: written through a hashing writer, so its digests cost no
 // second read.
 StageFile writeStageFile(const fs::path& dir, const std::string& file, const std::string& format,
                          const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce,
-                         WriteProgress& progress) {
-  support::HashingWriter w((dir / file).string());
+                         WriteProgress& progress, bool sha256) {
+  support::HashingWriter w((dir / file).string(), sha256);
   produce([&](const void* data, size_t n) {
     w.write(data, n);
     progress.bytes += n;
@@ -210,7 +210,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
           try {
             slot.file = writeStageFile(tmp, file, "torchscript", [&](const auto& sink) {
               emit::writeTorchScript(stage.package, stageName(stage.info.index), sink);
-            }, progress);
+            }, progress, r.stageSha256);
           } catch (const Error& e) {
             // With both formats asked for, a stage TorchScript cannot express
             // still gets its .pt2; the manifest says what is missing and why.
@@ -225,7 +225,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
             passes::unrollStaticMaps(stage.package.program);
           }
           slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
-                                     progress);
+                                     progress, r.stageSha256);
           slot.file.gradRegionsInlined = r.inlineGradRegions;
         }
       } catch (const Error& e) {

@@ -27,6 +27,10 @@ struct SplitRequest {
   // Also the whole source file's SHA-256 (manifest source_sha256; it reads
   // every weight). The manifest always has the cheap source_directory_sha256.
   bool hashSource = false;
+  // Also each stage file's SHA-256 (StageFile::sha256) beside its XXH3-128:
+  // the files' cryptographic identity, for pipecut verify --sha256. Off by
+  // default: it is most of a split's CPU time on real weights.
+  bool stageSha256 = false;
   std::string dotFile;      // also draw the stages (Graphviz)
   bool progress = false;    // a progress line on stderr while writing
   unsigned jobs = 0;        // stage files written at once (0: two per core)

@@ -53,7 +53,7 @@ struct StageOutput {
 struct StageFile {
   std::string path;          // relative to the manifest's directory
   std::string format;        // "torchscript" or "pt2"
-  std::string sha256;        // lowercase hex
+  std::string sha256;        // lowercase hex; empty unless split --sha256 (then both are set)
   uint64_t bytes = 0;
   // A .pt2 written by `split --inline-grad-regions`, for NativeRT: its
   // no_grad and autocast-disabling regions inlined, its maps of static

@@ -402,7 +402,10 @@ void checkFile(const StageFile& f, const std::string& path) {
     for (char c : s) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     return ok;
   };
-  if (!hex(f.sha256, 64)) invalidInput(path + ".sha256", "expected 64 lowercase hex digits");
+  // Either digest may be absent (sha256 unless split --sha256; xxh3_128 in
+  // manifests from before it was recorded), not both.
+  if (f.sha256.empty() && f.xxh3_128.empty()) invalidInput(path, "no digest: expected sha256 or xxh3_128");
+  if (!f.sha256.empty() && !hex(f.sha256, 64)) invalidInput(path + ".sha256", "expected 64 lowercase hex digits");
   if (!f.xxh3_128.empty() && !hex(f.xxh3_128, 32)) invalidInput(path + ".xxh3_128", "expected 32 lowercase hex digits");
 }
 

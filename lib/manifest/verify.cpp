@@ -56,6 +56,10 @@ size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFi
       throw Error(ErrorKind::InvalidInput, dir, where(s), std::string("cannot read: ") + std::strerror(errno));
     }
     if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::InvalidInput, dir, where(s), "is not a regular file");
+    if (check.sha256 && s.file->sha256.empty())
+      throw Error(ErrorKind::InvalidInput, dir, where(s),
+                  "the manifest records no sha256 for it (pipecut split --sha256 records one); its xxh3_128 can be "
+                  "checked without --sha256");
     if (static_cast<uint64_t>(st.st_size) != s.file->bytes)
       throw Error(ErrorKind::InvalidInput, dir, where(s),
                   "is " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(s.file->bytes));

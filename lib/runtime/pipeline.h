@@ -84,7 +84,8 @@ struct RunReport {
   std::vector<DeviceBubble> deviceBubbles;
   std::vector<DeviceMemory> memory;
   // This rank's pre-load check of its stage files against the manifest's
-  // sha256 (-1: skipped with --no-verify), and the bytes it hashed.
+  // digests (xxh3_128, or sha256 in older manifests; -1: skipped with
+  // --no-verify), and the bytes it hashed.
   double verifyMs = -1;
   uint64_t verifiedBytes = 0;
   bool checked = false, checkOk = false;

@@ -50,7 +50,7 @@ constexpr size_t kBuffer = 1u << 20;
 constexpr size_t kPiece = 256u << 10;
 }  // namespace
 
-HashingWriter::HashingWriter(std::string path) : path_(std::move(path)) {
+HashingWriter::HashingWriter(std::string path, bool sha256) : path_(std::move(path)), sha256_(sha256) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd_ < 0) throw Error(ErrorKind::Internal, path_, "", std::string("cannot create: ") + std::strerror(errno));
   buffer_.reserve(kBuffer);
@@ -63,7 +63,7 @@ HashingWriter::~HashingWriter() {
 size_t HashingWriter::write(const void* data, size_t n) {
   bytes_ += n;
   if (n < kBuffer) {
-    hash_.update(data, n);
+    if (sha256_) hash_.update(data, n);
     fast_.update(data, n);
     if (buffer_.size() + n > kBuffer) flushBuffer();
     buffer_.append(static_cast<const char*>(data), n);
@@ -76,7 +76,7 @@ size_t HashingWriter::write(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   for (size_t done = 0; done < n;) {
     size_t k = std::min(kPiece, n - done);
-    hash_.update(p + done, k);
+    if (sha256_) hash_.update(p + done, k);
     fast_.update(p + done, k);
     writeAll(p + done, k);
     done += k;
@@ -124,7 +124,7 @@ std::string HashingWriter::finish() {
   fd_ = -1;
   if (::close(fd) != 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
   xxh3_128_ = fast_.hexDigest();
-  return hash_.hexDigest();
+  return sha256_ ? hash_.hexDigest() : std::string();
 }
 
 }  // namespace pipecut::support

@@ -19,12 +19,15 @@ std::string readFile(const std::string& path, const std::string& what = "");
 // Errors are pipecut::Error (Internal: disk full, ...) naming the file.
 class HashingWriter {
  public:
-  explicit HashingWriter(std::string path);
+  // `sha256` false: XXH3-128 only (SHA-256 costs a core-second per ~2 GB,
+  // the most CPU a split of real weights spends).
+  explicit HashingWriter(std::string path, bool sha256 = true);
   ~HashingWriter();
   HashingWriter(const HashingWriter&) = delete;
   HashingWriter& operator=(const HashingWriter&) = delete;
   size_t write(const void* data, size_t n);
-  // Flushes and closes; returns the SHA-256 of everything written.
+  // Flushes and closes; returns the SHA-256 of everything written ("" when
+  // not asked for).
   std::string finish();
   // After finish(): the XXH3-128 of everything written (support/digest.h).
   const std::string& xxh3_128() const { return xxh3_128_; }
@@ -39,6 +42,7 @@ class HashingWriter {
   std::string buffer_;
   uint64_t bytes_ = 0;
   uint64_t written_ = 0, writebackFrom_ = 0;  // bytes handed to the kernel; start of the range not yet sent to disk
+  bool sha256_ = true;
   Sha256 hash_;
   Xxh3_128 fast_;  // the same bytes, for the manifest's xxh3_128 (support/digest.h)
   std::string xxh3_128_;

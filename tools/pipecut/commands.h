@@ -30,6 +30,7 @@ struct SplitOptions {
   bool inlineGradRegions = false;
   bool preview = false;
   bool hashSource = false;
+  bool stageSha256 = false;
   std::string dotFile;
   bool verifyEach = false;
   bool quiet = false;

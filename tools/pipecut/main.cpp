@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   spl->add_flag("--hash-source", split.hashSource,
                  "also record the whole .pt2's SHA-256 in the manifest (source_sha256, as sha256sum prints it; reads every "
                  "weight). Without it the manifest identifies the source by source_directory_sha256 alone");
+  spl->add_flag("--sha256", split.stageSha256,
+                "also record each stage file's SHA-256 (its cryptographic identity, checked by pipecut verify "
+                "--sha256; about a core-second per 2 GB written). XXH3-128 is always recorded");
   spl->add_option("--dot", split.dotFile, "write a Graphviz drawing of the stages and the values between them");
   spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
   spl->add_option("-j,--jobs", split.jobs, "stage files written at once (default: two per core)");

@@ -40,6 +40,7 @@ int runSplit(const SplitOptions& o) {
   r.verifyEach = o.verifyEach;
   r.preview = o.preview;
   r.hashSource = o.hashSource;
+  r.stageSha256 = o.stageSha256;
   r.dotFile = o.dotFile;
   r.jobs = o.jobs;
   r.progress = !o.quiet && support::stderrIsTerminal();
