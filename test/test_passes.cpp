@@ -96,8 +96,8 @@ TEST_CASE("the verifier refuses a graph argument on a node that is not a higher-
   ir::Program p = parse(test::programJson(Json::array({test::tensorNode("torch.ops.aten.neg.default", {"x"}, "out")})));
   ir::Argument body;
   body.tag = ir::ArgTag::Graph;
-  body.name = "body_0";
-  body.graph = std::make_shared<ir::Graph>();
+  body.rare().name = "body_0";
+  body.rare().graph = std::make_shared<ir::Graph>();
   p.graph.nodes[0]->inputs.push_back({"body", body, std::nullopt});
   CHECK(p.graph.nodes[0]->subgraphs().empty());
   CHECK_THROWS_WITH(ir::verify(p), Catch::Contains("node 'out' (aten.neg.default) has a graph argument 'body'") &&

@@ -101,7 +101,7 @@ TEST_CASE("every Argument variant survives read and write unchanged", "[json]") 
   CHECK(n.inputs.size() == 32);
   CHECK(std::isinf(n.inputs[6].arg.asFloat()));
   REQUIRE(n.inputs[21].arg.tag == ir::ArgTag::Graph);
-  CHECK(n.inputs[21].arg.graph->nodes.size() == 1);
+  CHECK(n.inputs[21].arg.graph()->nodes.size() == 1);
   CHECK(n.frames().size() == 2);
   CHECK(n.modulePath() == "a");
   CHECK(p.graph.find("s")->symMeta["as_expr"]["hint"]["as_int"] == 4);

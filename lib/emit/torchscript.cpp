@@ -410,7 +410,7 @@ class Emitter final : public BodyEmitter {
     std::string op = n.opName().substr(std::string("higher_order.").size());
     auto bodyAt = [&](size_t k) -> const ir::Graph& {
       if (k >= n.inputs.size() || n.inputs[k].arg.tag != ir::ArgTag::Graph) fail(where_, "expected a body graph at argument " + std::to_string(k));
-      return *n.inputs[k].arg.graph;
+      return *n.inputs[k].arg.graph();
     };
     if (op == "wrap_with_set_grad_enabled") {
       bool enable = n.inputs.at(0).arg.asBool();

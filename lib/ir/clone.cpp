@@ -16,9 +16,9 @@ Argument cloneArgument(const Argument& a, const ValueMap& map) {
   Argument c;
   c.tag = a.tag;
   c.literal = a.literal;
-  c.nesting = a.nesting;
-  c.name = a.name;
-  if (a.graph) c.graph = cloneGraph(*a.graph);
+  if (!a.nesting().empty()) c.rare().nesting = a.nesting();
+  if (!a.name().empty()) c.rare().name = a.name();
+  if (a.graph()) c.rare().graph = cloneGraph(*a.graph());
   for (const Ref& r : a.refs) {
     Ref nr;
     nr.literal = r.literal;
@@ -29,7 +29,7 @@ Argument cloneArgument(const Argument& a, const ValueMap& map) {
     }
     c.refs.push_back(std::move(nr));
   }
-  for (const auto& [k, sub] : a.entries) c.entries.emplace_back(k, cloneArgument(sub, map));
+  for (const auto& [k, sub] : a.entries()) c.rare().entries.emplace_back(k, cloneArgument(sub, map));
   return c;
 }
 
@@ -51,8 +51,8 @@ Argument cloneDefiningArgument(const Argument& a, Graph& dst, Node* producer, Va
   Argument c;
   c.tag = a.tag;
   c.literal = a.literal;
-  c.nesting = a.nesting;
-  c.name = a.name;
+  if (!a.nesting().empty()) c.rare().nesting = a.nesting();
+  if (!a.name().empty()) c.rare().name = a.name();
   for (const Ref& r : a.refs) {
     Ref nr;
     nr.literal = r.literal;
@@ -68,8 +68,8 @@ Argument cloneDefiningArgument(const Argument& a, Graph& dst, Node* producer, Va
     }
     c.refs.push_back(std::move(nr));
   }
-  for (const auto& [k, sub] : a.entries)
-    c.entries.emplace_back(k, cloneDefiningArgument(sub, dst, producer, map, suffix));
+  for (const auto& [k, sub] : a.entries())
+    c.rare().entries.emplace_back(k, cloneDefiningArgument(sub, dst, producer, map, suffix));
   return c;
 }
 

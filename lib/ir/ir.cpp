@@ -158,6 +158,35 @@ std::string TensorMeta::shapeStr() const {
   return s + "]";
 }
 
+Argument::Argument(const Argument& o)
+    : tag(o.tag), refs(o.refs), literal(o.literal), rare_(o.rare_ ? std::make_unique<Rare>(*o.rare_) : nullptr) {}
+
+Argument& Argument::operator=(const Argument& o) {
+  if (this != &o) *this = Argument(o);
+  return *this;
+}
+
+Argument::~Argument() = default;
+
+namespace {
+const Argument::Rare& noRare() {
+  static const Argument::Rare none;
+  return none;
+}
+}  // namespace
+
+const std::vector<std::pair<std::string, Argument>>& Argument::entries() const {
+  return rare_ ? rare_->entries : noRare().entries;
+}
+const std::vector<size_t>& Argument::nesting() const { return rare_ ? rare_->nesting : noRare().nesting; }
+const std::string& Argument::name() const { return rare_ ? rare_->name : noRare().name; }
+const std::shared_ptr<Graph>& Argument::graph() const { return rare_ ? rare_->graph : noRare().graph; }
+
+Argument::Rare& Argument::rare() {
+  if (!rare_) rare_ = std::make_unique<Rare>();
+  return *rare_;
+}
+
 Argument Argument::literalOf(ArgTag tag, Json literal) {
   Argument a;
   a.tag = tag;
@@ -246,7 +275,7 @@ std::vector<Graph*> Node::subgraphs() const {
   // line where the arguments cost one per input (at 10^5 nodes, misses).
   if (!isHigherOrder()) return out;
   for (const auto& in : inputs)
-    if (in.arg.tag == ArgTag::Graph && in.arg.graph) out.push_back(in.arg.graph.get());
+    if (in.arg.tag == ArgTag::Graph && in.arg.graph()) out.push_back(in.arg.graph().get());
   return out;
 }
 

@@ -175,16 +175,31 @@ class RefList {
   std::variant<std::vector<Ref>, Ref> rep_;
 };
 
-// refs and entries, what forEachValue reads in every pass walk, first: on
-// the object's first cache line.
+// One cache line (64 bytes): every pass walk strides over nodes' argument
+// arrays to reach their refs, and at 10^5 nodes those walks are bound by the
+// bytes they pull from memory. The payloads of rare variants (string-to-
+// argument entries, nested-tensor lengths, a body and its name, a custom
+// object's class) live out of line, made when first written (rare()).
 struct Argument {
   ArgTag tag = ArgTag::None;
   RefList refs;                      // reference-bearing variants (1 entry for scalars)
-  std::vector<std::pair<std::string, Argument>> entries;  // StringToArgument
   Json literal;                      // payload of literal-only variants, verbatim
-  std::vector<size_t> nesting;       // NestedTensors: lengths of the inner lists
-  std::string name;                  // Graph: attribute name; CustomObj: class_fqn
-  std::shared_ptr<Graph> graph;      // Graph
+
+  struct Rare;
+  Argument() = default;
+  Argument(const Argument& o);
+  Argument(Argument&&) noexcept = default;
+  Argument& operator=(const Argument& o);
+  Argument& operator=(Argument&&) noexcept = default;
+  ~Argument();
+
+  // Read-only views; empty when the variant has none.
+  const std::vector<std::pair<std::string, Argument>>& entries() const;  // StringToArgument
+  const std::vector<size_t>& nesting() const;  // NestedTensors: lengths of the inner lists
+  const std::string& name() const;             // Graph: attribute name; CustomObj: class_fqn
+  const std::shared_ptr<Graph>& graph() const; // Graph: the body
+  // The out-of-line payload, made if absent: for writing those fields.
+  Rare& rare();
 
   static Argument literalOf(ArgTag tag, Json literal);  // a literal-only variant, e.g. {tag Float, 1.5}
 
@@ -200,15 +215,31 @@ struct Argument {
   const std::string& asString() const;
 
   // Visits every Value this argument points at (not into nested graphs).
-  template <class F> void forEachValue(F&& f) const {
-    for (const Ref& r : refs) if (r.value) f(r.value);
-    for (const auto& [k, a] : entries) a.forEachValue(f);
-  }
-  template <class F> void forEachRef(F&& f) {
-    for (Ref& r : refs) f(r);
-    for (auto& [k, a] : entries) a.forEachRef(f);
-  }
+  template <class F> void forEachValue(F&& f) const;
+  template <class F> void forEachRef(F&& f);
+
+ private:
+  std::unique_ptr<Rare> rare_;
 };
+
+struct Argument::Rare {
+  std::vector<std::pair<std::string, Argument>> entries;
+  std::vector<size_t> nesting;
+  std::string name;
+  std::shared_ptr<Graph> graph;
+};
+
+template <class F> void Argument::forEachValue(F&& f) const {
+  for (const Ref& r : refs) if (r.value) f(r.value);
+  if (rare_)
+    for (const auto& [k, a] : rare_->entries) a.forEachValue(f);
+}
+
+template <class F> void Argument::forEachRef(F&& f) {
+  for (Ref& r : refs) f(r);
+  if (rare_)
+    for (auto& [k, a] : rare_->entries) a.forEachRef(f);
+}
 
 // The argument first, so that its refs share the first cache line.
 struct NamedArgument {

@@ -324,7 +324,7 @@ class GraphReader {
         eachIn([&](Element e, const Path& we) { return optionalTensorRef(e, mode, producer, we); });
         break;
       case ArgTag::CustomObj:
-        a.name = owned(str(field(p, "class_fqn", wp), wp["class_fqn"]));
+        a.rare().name = owned(str(field(p, "class_fqn", wp), wp["class_fqn"]));
         a.refs.push_back(ir::Ref{ref(str(field(p, "name", wp), wp["name"]), ValueKind::CustomObj, mode, producer, wp), nullptr});
         break;
       case ArgTag::NestedTensors: {
@@ -332,21 +332,22 @@ class GraphReader {
         for (Element inner : json::array(p, wp)) {
           Path wi = wp[i++];
           json::Array list = json::array(inner, wi);
-          a.nesting.push_back(list.size());
+          a.rare().nesting.push_back(list.size());
           size_t k = 0;
           for (Element t : list) a.refs.push_back(tensorRef(t, mode, producer, wi[k++]));
         }
         break;
       }
       case ArgTag::StringToArgument:
-        for (auto kv : json::object(p, wp)) a.entries.emplace_back(owned(kv.key), arg(kv.value, mode, producer, wp[kv.key]));
+        for (auto kv : json::object(p, wp))
+          a.rare().entries.emplace_back(owned(kv.key), arg(kv.value, mode, producer, wp[kv.key]));
         break;
       case ArgTag::Graph: {
         if (mode == Mode::Define) fail(wp, "a graph cannot be an output");
-        a.name = owned(str(field(p, "name", wp), wp["name"]));
-        a.graph = std::make_shared<Graph>();
+        a.rare().name = owned(str(field(p, "name", wp), wp["name"]));
+        a.rare().graph = std::make_shared<Graph>();
         Path wg = wp["graph"];
-        GraphReader(wg, caches_).read(field(p, "graph", wp), *a.graph);
+        GraphReader(wg, caches_).read(field(p, "graph", wp), *a.rare().graph);
         break;
       }
     }
@@ -438,7 +439,7 @@ Argument resolveName(const Graph& g, Element j, ValueKind kind, const Path& w) {
   Argument a = Argument::tensor(v);
   if (kind == ValueKind::CustomObj) {
     a.tag = ArgTag::CustomObj;
-    a.name = json::optString(j, "class_fqn", w);
+    a.rare().name = json::optString(j, "class_fqn", w);
   }
   return a;
 }

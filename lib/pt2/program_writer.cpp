@@ -46,12 +46,12 @@ Json argJson(const Argument& a) {
       for (const auto& r : a.refs) p.push_back(refJson(r, a.tag));
       break;
     case ArgTag::CustomObj:
-      p = Json{{"name", a.refs.at(0).value->name}, {"class_fqn", a.name}};
+      p = Json{{"name", a.refs.at(0).value->name}, {"class_fqn", a.name()}};
       break;
     case ArgTag::NestedTensors: {
       p = Json::array();
       size_t k = 0;
-      for (size_t n : a.nesting) {
+      for (size_t n : a.nesting()) {
         Json inner = Json::array();
         for (size_t i = 0; i < n; ++i) inner.push_back(refJson(a.refs.at(k++), a.tag));
         p.push_back(std::move(inner));
@@ -60,10 +60,10 @@ Json argJson(const Argument& a) {
     }
     case ArgTag::StringToArgument:
       p = Json::object();
-      for (const auto& [key, sub] : a.entries) p[key] = argJson(sub);
+      for (const auto& [key, sub] : a.entries()) p[key] = argJson(sub);
       break;
     case ArgTag::Graph:
-      p = Json{{"name", a.name}, {"graph", serializeGraph(*a.graph)}};
+      p = Json{{"name", a.name()}, {"graph", serializeGraph(*a.graph())}};
       break;
     default:
       p = a.literal;
@@ -117,7 +117,7 @@ Json serializeGraph(const Graph& g) {
 }
 
 Json nameOnly(const Argument& a) {
-  if (a.tag == ArgTag::CustomObj) return Json{{"name", a.value()->name}, {"class_fqn", a.name}};
+  if (a.tag == ArgTag::CustomObj) return Json{{"name", a.value()->name}, {"class_fqn", a.name()}};
   return Json{{"name", a.value()->name}};
 }
 

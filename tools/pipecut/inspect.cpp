@@ -32,7 +32,7 @@ std::string humanBytes(uint64_t b) {
 }
 
 std::string argSummary(const ir::Argument& a) {
-  if (a.tag == ir::ArgTag::Graph) return "<graph " + a.name + ">";
+  if (a.tag == ir::ArgTag::Graph) return "<graph " + a.name() + ">";
   if (a.isValue()) return a.value()->name;
   if (!a.literal.is_null()) return a.literal.dump();
   return ir::argTagKey(a.tag);
