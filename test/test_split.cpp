@@ -349,6 +349,14 @@ TEST_CASE("verify checks XXH3-128 by default, SHA-256 when asked or when the man
   CHECK_THAT(r.output, Catch::Contains("differs from the manifest's 00000000000000000000000000000000"));
   r = test::runPipecut("verify " + out + " --sha256");
   CHECK(r.exitCode == 0);
+  // One file with the right one: both digests are compared, and said.
+  m.stages[0].files[0].xxh3_128 = pipecut::digestFile(pipecut::Digest::Xxh3_128, out + "/" + m.stages[0].files[0].path);
+  {
+    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
+  }
+  r = test::runPipecut("verify " + out + " --json");
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.output, Catch::Contains(R"({"ok": true, "files": 4, "digests": "xxh3_128 and sha256"})"));
 }
 
 TEST_CASE("preview prints the stages and writes nothing; --dot draws them", "[split]") {

@@ -41,13 +41,11 @@ VerifyResult verifyDirectory(const VerifyRequest& r) {
     return "pipecut: verified " + support::humanBytes(done) + " of " + support::humanBytes(total) + ", " +
            support::humanBytes(done / s) + "/s";
   });
+  const StageFilesVerified verified = verifyStageFiles(r.dir, m, check);
   VerifyResult result;
-  result.files = verifyStageFiles(r.dir, m, check);
-  std::set<std::string> used;
-  for (const auto& st : m.stages)
-    for (const auto& f : st.files) used.insert(digestName(checkedDigest(f, check)));
-  for (auto it = used.rbegin(); it != used.rend(); ++it)  // "xxh3_128 and sha256"
-    result.digests += (result.digests.empty() ? "" : " and ") + *it;
+  result.files = verified.files;
+  if (verified.xxh3_128) result.digests = digestName(Digest::Xxh3_128);
+  if (verified.sha256) result.digests += std::string(result.digests.empty() ? "" : " and ") + digestName(Digest::Sha256);
   return result;
 }
 

@@ -32,11 +32,12 @@ std::string where(const Selected& s) {
   return "stage " + std::to_string(s.stage->index) + " file '" + s.file->path + "'";
 }
 
-}  // namespace
-
+// The digest to compare for `f`.
 Digest checkedDigest(const StageFile& f, const StageFileCheck& check) {
   return check.sha256 || f.xxh3_128.empty() ? Digest::Sha256 : Digest::Xxh3_128;
 }
+
+}  // namespace
 
 uint64_t stageFileBytes(const Manifest& m, const StageFileCheck& check) {
   uint64_t n = 0;
@@ -44,7 +45,7 @@ uint64_t stageFileBytes(const Manifest& m, const StageFileCheck& check) {
   return n;
 }
 
-size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check) {
+StageFilesVerified verifyStageFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check) {
   std::vector<Selected> files = selectFiles(dir, m, check);
   // Sizes first: cheap, and a truncated file is reported as such rather than
   // as a hash mismatch after reading gigabytes.
@@ -73,6 +74,8 @@ size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFi
   } catch (const Error& e) {
     throw Error(e.kind(), dir, e.file(), e.message());
   }
+  StageFilesVerified result;
+  result.files = files.size();
   for (size_t i = 0; i < files.size(); ++i) {
     const StageFile& f = *files[i].file;
     const Digest d = checkedDigest(f, check);
@@ -80,8 +83,9 @@ size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFi
     if (digests[i] != recorded)
       throw Error(ErrorKind::InvalidInput, dir, where(files[i]),
                   std::string(digestName(d)) + " " + digests[i] + " differs from the manifest's " + recorded);
+    (d == Digest::Sha256 ? result.sha256 : result.xxh3_128) = true;
   }
-  return files.size();
+  return result;
 }
 
 }  // namespace pipecut

@@ -22,14 +22,18 @@ struct StageFileCheck {
 };
 
 // Each selected file exists in `dir` with the manifest's size and digest.
+struct StageFilesVerified {
+  size_t files = 0;
+  // Which digests were compared (a directory can mix them: a manifest from
+  // before xxh3_128 was recorded checks by sha256).
+  bool xxh3_128 = false, sha256 = false;
+};
+
 // Throws pipecut::Error (InvalidInput) with file = dir and where = "stage N
-// file 'NAME'"; returns the number of files checked.
-size_t verifyStageFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check = {});
+// file 'NAME'".
+StageFilesVerified verifyStageFiles(const std::string& dir, const Manifest& m, const StageFileCheck& check = {});
 
 // Bytes of the files verifyStageFiles would hash.
 uint64_t stageFileBytes(const Manifest& m, const StageFileCheck& check = {});
-
-// The digest verifyStageFiles checks for `f`.
-Digest checkedDigest(const StageFile& f, const StageFileCheck& check);
 
 }  // namespace pipecut
