@@ -7,6 +7,8 @@
 # where the machine has two or more GPUs (NCCL refuses two ranks on one GPU);
 # over Gloo with CUDA tensors, both ranks on cuda:0, on a one-GPU machine;
 # and stages split across devices in one process (--devices cuda:0,cpu).
+# Then training (pipecut-run --train) against the eager references, in one
+# process and in two.
 # With --device cpu the 2-process runs use --backend gloo-strict on the CPU.
 #
 #   scripts/gpu_check.sh                 # on the GPU machine
@@ -114,6 +116,56 @@ if [[ $device == cuda* ]]; then
     else fail=$((fail+1)); log "--devices $device,cpu $name: FAILED"; tail -3 "$out/$name.cross.log"; fi
   done
 fi
+# Training against the eager CPU references of testdata/train (the tiny Llama
+# and the tied GPT-2 with their cross-entropy losses, K=4 steps of M=4): SGD
+# and AdamW, 1F1B and ZB1P, both stages on the device in one process, then the
+# two-process setup above with 1F1B. The merged checkpoint is compared too;
+# GPU kernels round differently, so within 1e-3 there (1e-5 on the CPU).
+train=$root/testdata/train
+ttol=(--rtol 1e-3 --atol 1e-3)
+[[ $device == cpu ]] && ttol=()
+# check_train TAG REF: merge TAG.ckpt, compare TAG.json and the merged state with REF.
+check_train() {
+  "$pipecut" merge "$1.ckpt" -o "$1.state.safetensors" -q >"$1.check" 2>&1 &&
+    "$py" "$root/scripts/check_train.py" "$1.json" "$2" --state "$1.state.safetensors" "${ttol[@]}" >>"$1.check" 2>&1
+}
+for model in llama_loss gpt2_loss; do
+  split=$work/train/$model.2
+  "$pipecut" split "$train/$model.pt2" --spec "$train/$model.2.json" --format torchscript -o "$split" -q >/dev/null ||
+    { log "split $model failed"; fail=$((fail+1)); continue; }
+  for opt in sgd adamw; do
+    ref=$train/$model.$opt.ref.safetensors
+    flags=$("$py" -c "
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+print(json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']['optimizer_flags'])" "$ref")
+    for schedule in 1f1b zb1p; do
+      tag=$out/train.$model.$opt.$schedule
+      # shellcheck disable=SC2086  # flags: several words
+      if "$run" "$split" --train --devices "$device" --data "$train/$model.data.safetensors" -m 4 --steps 4 $flags            --schedule $schedule --json -q --save-checkpoint "$tag.ckpt" >"$tag.json" 2>"$tag.err" && check_train "$tag" "$ref"; then
+        pass=$((pass+1)); log "train $model $opt $schedule on $device: ok"
+      else
+        fail=$((fail+1)); log "train $model $opt $schedule on $device: FAILED"; tail -4 "$tag.err" "$tag.check" 2>/dev/null
+      fi
+    done
+    tag=$out/train.$model.$opt.2proc port=$((port + 1)) pids=() rc=0
+    for r in 0 1; do
+      # shellcheck disable=SC2086
+      RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout 300 "$run" "$split" --train "${two[@]}" --data "$train/$model.data.safetensors" -m 4 --steps 4 $flags \
+        --schedule 1f1b --json -q --timeout 120 --save-checkpoint "$tag.ckpt" >"$tag.rank$r.json" 2>"$tag.rank$r.err" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    cp "$tag.rank0.json" "$tag.json" 2>/dev/null
+    if [[ $rc -eq 0 ]] && check_train "$tag" "$ref"; then
+      pass=$((pass+1)); log "train $model $opt 1f1b, 2 processes ($two_name): ok"
+    else
+      fail=$((fail+1)); log "train $model $opt 1f1b, 2 processes ($two_name): FAILED (exit $rc)"
+      tail -3 "$tag".rank*.err "$tag.check" 2>/dev/null
+    fi
+  done
+done
 # A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
 "$run" "$work/splits/llama_tiny.4" --devices "$device" -m 8 --random-inputs --int-high 256 --warmup 5 --iterations 50 \
   --trace "$out/llama_tiny.4.trace.json" -q | tee -a "$out/gpu_check.log"
