@@ -37,18 +37,22 @@ void requireModule(const ir::ModuleTree& tree, const std::string& module, const 
 }
 
 // A module whose nodes fill only part of a higher-order op's body cannot be cut
-// at: the body is one node at top level.
+// at: the body is one node at top level. `n` is such an op outside `module`;
+// returns whether its body runs any of the module's nodes.
+bool bodyInModule(const ir::Node& n, const std::string& module, const std::string& where) {
+  size_t in = 0, out = 0;
+  for (const ir::Graph* sub : n.subgraphs()) countBody(*sub, module, in, out);
+  if (in > 0 && out > 0)
+    invalidInput(where, "cut inside a higher-order op body: module '" + module + "' is only part of the body of " +
+                            n.opName() + " node '" + n.label() + "' (" + std::to_string(in) + " of " +
+                            std::to_string(in + out) + " nodes); cut at '" +
+                            (n.modulePath().empty() ? std::string("(root)") : n.modulePath()) + "' instead");
+  return in > 0;
+}
+
 void rejectCutInsideBody(const ir::Program& p, const std::string& module, const std::string& where) {
-  for (const auto& n : p.graph.nodes) {
-    if (!n->isHigherOrder() || pathIn(n->modulePath(), module)) continue;
-    size_t in = 0, out = 0;
-    for (const ir::Graph* sub : n->subgraphs()) countBody(*sub, module, in, out);
-    if (in > 0 && out > 0)
-      invalidInput(where, "cut inside a higher-order op body: module '" + module + "' is only part of the body of " +
-                              n->opName() + " node '" + n->label() + "' (" + std::to_string(in) + " of " +
-                              std::to_string(in + out) + " nodes); cut at '" +
-                              (n->modulePath().empty() ? std::string("(root)") : n->modulePath()) + "' instead");
-  }
+  for (const auto& n : p.graph.nodes)
+    if (n->isHigherOrder() && !pathIn(n->modulePath(), module)) bodyInModule(*n, module, where);
 }
 
 Assignment fromCuts(const ir::Program& p, std::vector<std::pair<size_t, std::string>> cuts) {
@@ -80,13 +84,30 @@ Assignment bySplitPoints(const ir::Program& p, const SplitSpec& s, const ir::Mod
   for (const auto& sp : s.splitPoints) {
     std::string where = "split_points." + sp.module;
     requireModule(tree, sp.module, where);
-    rejectCutInsideBody(p, sp.module, where);
+    // One walk finds the module's first and last node and refuses a cut
+    // inside a body. The nodes of one module call share a stack (ir.h), and
+    // so whether their path is in the module: asked once per call, not per
+    // node (three dependent loads, each a cache miss at 10^5 nodes).
     size_t first = SIZE_MAX, last = 0;
-    for (size_t i = 0; i < p.graph.nodes.size(); ++i)
-      if (nodeInModule(*p.graph.nodes[i], sp.module)) {
+    const std::vector<ir::ModuleFrame>* lastStack = nullptr;
+    bool lastIn = false;
+    for (size_t i = 0; i < p.graph.nodes.size(); ++i) {
+      const ir::Node& node = *p.graph.nodes[i];
+      const std::vector<ir::ModuleFrame>* stack = node.moduleStack.get();
+      bool in;
+      if (stack && stack == lastStack) {
+        in = lastIn;
+      } else {
+        in = pathIn(node.modulePath(), sp.module);
+        lastStack = stack;
+        lastIn = in;
+      }
+      if (!in && node.isHigherOrder()) in = bodyInModule(node, sp.module, where);
+      if (in) {
         first = std::min(first, i);
         last = i;
       }
+    }
     if (first == SIZE_MAX) invalidInput(where, "module '" + sp.module + "' runs no nodes in this program");
     bool begin = sp.where == SplitWhere::Beginning;
     std::string why = "'" + sp.module + "' " + (begin ? "BEGINNING" : "END");

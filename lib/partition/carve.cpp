@@ -124,6 +124,7 @@ class Carver {
     std::vector<Rederived> rederived;
     std::vector<std::pair<const Value*, const Value*>> carriedIn;   // value, its carrier (an input)
     std::vector<std::pair<const Value*, const Value*>> carriedOut;  // value made here, its carrier (an output)
+    size_t nodeCount = 0;  // `nodes` with the nodes of their bodies (the manifest's node_count)
   };
 
   void index() {
@@ -207,24 +208,31 @@ class Carver {
   }
 
 
-  // External values a node set reads, in first-use order.
+  // External values a node set reads, in first-use order; `nodeCount` gets
+  // the nodes with their bodies' (the walk reads their arguments anyway).
   // Membership and "seen" are flags over node positions and value numbers
   // (index() numbers both): hash sets of 10^5 entries cost a cache miss per
   // probe. A value of another scope (the verifier refuses those) goes
   // through a set.
-  std::vector<const Value*> externals(const std::vector<size_t>& nodes) const {
+  std::vector<const Value*> externals(const std::vector<size_t>& nodes, size_t& nodeCount) const {
     std::vector<char> inSet(g_.nodes.size(), 0);
     for (size_t i : nodes) inSet[i] = 1;
     std::vector<char> seen(g_.values.size(), 0);
     std::unordered_set<const Value*> seenElsewhere;
     std::vector<const Value*> out;
+    nodeCount = nodes.size();
     for (size_t i : nodes) {
       ir::prefetchWalk(g_, i);  // a stage's nodes are mostly one run of the graph's
-      g_.nodes[i]->forEachInputValue([&](Value* v) {
-        if (v->producer && inSet[pos(v->producer)]) return;
-        bool fresh = g_.owns(v) ? !std::exchange(seen[v->number], 1) : seenElsewhere.insert(v).second;
-        if (fresh) out.push_back(v);
-      });
+      for (const auto& in : g_.nodes[i]->inputs) {
+        // A body is a graph argument, which only higher-order ops have (the
+        // reader refuses it elsewhere): Node::subgraphs without the target.
+        if (in.arg.tag == ir::ArgTag::Graph && in.arg.graph()) nodeCount += in.arg.graph()->nodeCountRecursive();
+        in.arg.forEachValue([&](Value* v) {
+          if (v->producer && inSet[pos(v->producer)]) return;
+          bool fresh = g_.owns(v) ? !std::exchange(seen[v->number], 1) : seenElsewhere.insert(v).second;
+          if (fresh) out.push_back(v);
+        });
+      }
     }
     return out;
   }
@@ -234,7 +242,7 @@ class Carver {
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (a_.stageOf[i] == s) d.nodes.push_back(i);
     std::set<size_t> extra;
-    d.externals = externals(d.nodes);
+    d.externals = externals(d.nodes, d.nodeCount);
     for (const Value* v : d.externals) {
       if (!v->producer) continue;
       auto slice = recomputeSlice(v);
@@ -247,7 +255,7 @@ class Carver {
     if (!d.recomputedNodes.empty()) {
       d.nodes.insert(d.nodes.end(), d.recomputedNodes.begin(), d.recomputedNodes.end());
       std::sort(d.nodes.begin(), d.nodes.end());
-      d.externals = externals(d.nodes);
+      d.externals = externals(d.nodes, d.nodeCount);
     }
     stages_.push_back(std::move(d));
   }
@@ -444,17 +452,11 @@ class Carver {
       }
       out.info.inputs.push_back(in);
     }
-    size_t nodeCount = 0;
     // Symbolic values from other stages come first: they are made from inputs only.
     if (programs) {
       for (const auto& r : d.rederived) map[r.value] = appendSymSize(sp.graph, map.at(r.tensor), r.dim, *r.value);
       for (const auto& [v, carrier] : d.carriedIn) map[v] = appendItem(sp.graph, map.at(carrier), *v);
-    }
-    for (size_t i : d.nodes) {
-      const ir::Node& n = *g_.nodes[i];
-      nodeCount += 1;
-      for (const ir::Graph* sub : n.subgraphs()) nodeCount += sub->nodeCountRecursive();
-      if (programs) ir::cloneNodeInto(n, sp.graph, map);
+      for (size_t i : d.nodes) ir::cloneNodeInto(*g_.nodes[i], sp.graph, map);
     }
     if (programs)
       for (const auto& [v, carrier] : d.carriedOut) map[carrier] = appendScalarTensor(sp.graph, map.at(v), *carrier);
@@ -515,7 +517,7 @@ class Carver {
     }
 
     out.info.index = static_cast<uint32_t>(s);
-    out.info.nodeCount = static_cast<uint32_t>(nodeCount);
+    out.info.nodeCount = static_cast<uint32_t>(d.nodeCount);
     out.info.modules = std::move(modules);
     out.info.recomputed = d.recomputedValues;
     return out;
