@@ -138,6 +138,33 @@ assert len(spans) == 4 * 4 * 3, len(spans)  # F, I and W of 4 stages x 4 micro-b
 EOF
 then pass=$((pass+1)); else echo "FAIL: the zb1p trace"; fail=$((fail+1)); fi
 
+# 1F1B's cool-down (the backwards after a rank's last forward) sends its
+# input gradients before computing its weight gradients; the other backwards
+# send when they end. Two ranks, 2 stages, M=4: rank 1's cool-down is 1B3.
+port=$((port + 1)) pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$run" "$out/llama_loss.2" \
+    --train --data "$train/llama_loss.data.safetensors" -m 4 --steps 1 --timeout 60 --schedule 1f1b \
+    --trace "$out/cool.trace.json" -q >"$out/cool.rank$r.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+if [[ $rc -eq 0 ]] && "$python" - "$out/cool.trace.rank1.json" <<'EOF'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+span = {e["name"]: e for e in events if e.get("cat") == "compute"}
+sends = {e["name"]: e for e in events if e["name"].startswith("send mb ")}
+for mb in range(4):
+    b, s = span[f"1B{mb}"], sends[f"send mb {mb} to rank 0"]
+    end = b["ts"] + b["dur"]
+    if mb == 3:  # cool-down: sent inside the span, before the weight gradients
+        assert b["ts"] < s["ts"] < end - 1, (mb, b, s)
+    else:
+        assert s["ts"] >= end - 1, (mb, b, s)
+EOF
+then pass=$((pass+1)); else echo "FAIL: 1F1B's cool-down backward does not send before its weight gradients (exit $rc)"; fail=$((fail+1)); fi
+
 # Messages matched by order alone, as under NCCL (gloo-strict: one tag).
 multi_strict() {
   local pids=() rc=0 tag=$out/strict
