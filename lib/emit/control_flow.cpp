@@ -17,9 +17,9 @@ namespace {
 c10::Symbol op(const char* qualified) { return c10::Symbol::fromQualString(qualified); }
 
 const ir::Graph& bodyAt(const BodyEmitter& e, const ir::Node& n, size_t k) {
-  if (k >= n.inputs.size() || n.inputs[k].arg.tag != ir::ArgTag::Graph || !n.inputs[k].arg.graph())
-    fail(e, "expected a body graph at argument " + std::to_string(k));
-  return *n.inputs[k].arg.graph();
+  const ir::Graph* body = k < n.inputs.size() ? n.inputs[k].arg.body() : nullptr;
+  if (!body) fail(e, "expected a body graph at argument " + std::to_string(k));
+  return *body;
 }
 
 std::vector<jit::Value*> valuesOf(BodyEmitter& e, const ir::Node& n, size_t k, const char* what) {

@@ -409,8 +409,9 @@ class Emitter final : public BodyEmitter {
   void emitHigherOrder(const ir::Node& n) {
     std::string op = n.opName().substr(std::string("higher_order.").size());
     auto bodyAt = [&](size_t k) -> const ir::Graph& {
-      if (k >= n.inputs.size() || n.inputs[k].arg.tag != ir::ArgTag::Graph) fail(where_, "expected a body graph at argument " + std::to_string(k));
-      return *n.inputs[k].arg.graph();
+      const ir::Graph* body = k < n.inputs.size() ? n.inputs[k].arg.body() : nullptr;
+      if (!body) fail(where_, "expected a body graph at argument " + std::to_string(k));
+      return *body;
     };
     if (op == "wrap_with_set_grad_enabled") {
       bool enable = n.inputs.at(0).arg.asBool();

@@ -275,7 +275,7 @@ std::vector<Graph*> Node::subgraphs() const {
   // line where the arguments cost one per input (at 10^5 nodes, misses).
   if (!isHigherOrder()) return out;
   for (const auto& in : inputs)
-    if (in.arg.tag == ArgTag::Graph && in.arg.graph()) out.push_back(in.arg.graph().get());
+    if (Graph* body = in.arg.body()) out.push_back(body);
   return out;
 }
 

@@ -198,6 +198,8 @@ struct Argument {
   const std::vector<size_t>& nesting() const;  // NestedTensors: lengths of the inner lists
   const std::string& name() const;             // Graph: attribute name; CustomObj: class_fqn
   const std::shared_ptr<Graph>& graph() const; // Graph: the body
+  // The body when this is a Graph argument that has one, else nullptr.
+  Graph* body() const { return tag == ArgTag::Graph ? graph().get() : nullptr; }
   // The out-of-line payload, made if absent: for writing those fields.
   Rare& rare();
 

@@ -226,7 +226,7 @@ class Carver {
       for (const auto& in : g_.nodes[i]->inputs) {
         // A body is a graph argument, which only higher-order ops have (the
         // reader refuses it elsewhere): Node::subgraphs without the target.
-        if (in.arg.tag == ir::ArgTag::Graph && in.arg.graph()) nodeCount += in.arg.graph()->nodeCountRecursive();
+        if (const ir::Graph* body = in.arg.body()) nodeCount += body->nodeCountRecursive();
         in.arg.forEachValue([&](Value* v) {
           if (v->producer && inSet[pos(v->producer)]) return;
           bool fresh = g_.owns(v) ? !std::exchange(seen[v->number], 1) : seenElsewhere.insert(v).second;

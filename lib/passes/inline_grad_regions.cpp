@@ -44,9 +44,9 @@ size_t inlineGradRegions(ir::Program& p) {
       nodes.push_back(std::move(node));
       continue;
     }
-    if (node->inputs.size() <= at || node->inputs[at].arg.tag != ir::ArgTag::Graph || !node->inputs[at].arg.graph())
-      fail(*node, "expected a body graph at argument " + std::to_string(at));
-    const ir::Graph& body = *node->inputs[at].arg.graph();
+    const ir::Graph* bodyPtr = at < node->inputs.size() ? node->inputs[at].arg.body() : nullptr;
+    if (!bodyPtr) fail(*node, "expected a body graph at argument " + std::to_string(at));
+    const ir::Graph& body = *bodyPtr;
     if (node->inputs.size() - at - 1 != body.inputs.size())
       fail(*node, "the body takes " + std::to_string(body.inputs.size()) + " operands, given " +
                       std::to_string(node->inputs.size() - at - 1));

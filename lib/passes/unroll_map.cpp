@@ -40,9 +40,9 @@ struct MapCall {
 };
 
 std::optional<MapCall> unrollable(const ir::Node& n) {
-  if (n.inputs.size() != 3 || n.inputs[0].arg.tag != ir::ArgTag::Graph || !n.inputs[0].arg.graph()) return std::nullopt;
+  if (n.inputs.size() != 3 || !n.inputs[0].arg.body()) return std::nullopt;
   MapCall c;
-  c.body = n.inputs[0].arg.graph().get();
+  c.body = n.inputs[0].arg.body();
   for (const auto& r : n.inputs[1].arg.refs) c.xs.push_back(r.value);
   for (const auto& r : n.inputs[2].arg.refs) c.additional.push_back(r.value);
   if (c.xs.empty() || c.body->inputs.size() != c.xs.size() + c.additional.size()) return std::nullopt;
