@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -388,6 +389,7 @@ class Trainer {
       Span span;
       span.begin = span.end = Clock::now();
       auto start = span.begin;
+      std::optional<Span> weights;  // a backward run as I then W: its W part
       StageState& st = *stages_.at(a.stage);
       switch (a.type) {
         case ActionType::F: forward(st, a.microbatch, span); break;
@@ -401,10 +403,10 @@ class Trainer {
             // Same arithmetic as one backward pass (WeightGradCapture), and W
             // follows at once. Not in the steady state: split, a backward
             // costs ~5% more, and there the producer is not what waits.
+            // backward() sends the input gradients as it ends.
             backward(st, a.microbatch, true, false, span);
-            Span weights;
-            backward(st, a.microbatch, false, true, weights);
-            span.end = weights.end;
+            weights.emplace();
+            backward(st, a.microbatch, false, true, *weights);
           } else {
             backward(st, a.microbatch, true, true, span);
           }
@@ -412,9 +414,14 @@ class Trainer {
         case ActionType::I: backward(st, a.microbatch, true, false, span); break;
         case ActionType::W: backward(st, a.microbatch, false, true, span); break;
       }
-      st.busyMs += msBetween(span.begin, span.end);
+      st.busyMs += msBetween(span.begin, weights ? weights->end : span.end);
       if (msBetween(start, span.begin) > 0.05) trace_.add("wait", "transfer", w, start, span.begin);
-      trace_.add(actionName(a), "compute", w, span.begin, span.end);
+      if (weights) {  // traced as what ran: "1I3" then "1W3" for the plan's 1B3
+        trace_.add(actionName({ActionType::I, a.stage, a.microbatch}), "compute", w, span.begin, span.end);
+        trace_.add(actionName({ActionType::W, a.stage, a.microbatch}), "compute", w, weights->begin, weights->end);
+      } else {
+        trace_.add(actionName(a), "compute", w, span.begin, span.end);
+      }
     }
   }
 
