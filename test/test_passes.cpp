@@ -104,6 +104,30 @@ TEST_CASE("the verifier refuses a graph argument on a node that is not a higher-
                                        Catch::Contains("but is not a higher-order op"));
 }
 
+TEST_CASE("a node's higher-order flag is taken from its target once; a rewrite after that is caught", "[passes]") {
+  ir::Program p = parse(test::programJson(Json::array({test::tensorNode("torch.ops.aten.neg.default", {"x"}, "out")})));
+  ir::Node& n = *p.graph.nodes[0];
+  CHECK_FALSE(n.isHigherOrder());
+  ir::Node copy = n;  // a copy carries the flag with the target it came from
+  CHECK_FALSE(copy.isHigherOrder());
+  ir::verify(p);
+  ir::Node fresh;
+  fresh.target = "torch.ops.higher_order.cond";
+  CHECK(fresh.isHigherOrder());
+  // Passes write the targets of nodes they have just made; rewriting one that
+  // was already asked about would leave walks blind to (or looking for) bodies.
+  n.target = "torch.ops.higher_order.wrap_with_set_grad_enabled";
+  CHECK_FALSE(n.isHigherOrder());
+  try {
+    ir::verify(p);
+    FAIL("verify accepted a stale higher-order flag");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Internal);
+    CHECK_THAT(e.what(), Catch::Contains("node 'out'") && Catch::Contains("target rewritten after isHigherOrder() cached it") &&
+                             Catch::Contains("(now torch.ops.higher_order.wrap_with_set_grad_enabled)"));
+  }
+}
+
 TEST_CASE("a cycle is reported with a node on it", "[passes]") {
   ir::Program p = parse(test::programJson(Json::array({
       test::tensorNode("torch.ops.aten.neg.default", {"b"}, "a"),

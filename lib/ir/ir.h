@@ -260,9 +260,9 @@ struct ModuleFrame {
   std::string type;  // qualified class name
 };
 
-// Fields that pass walks read (target, inputs, outputs, number) first.
+// What pass walks read (inputs, outputs, number, whether the node is a
+// higher-order op) shares the object's first cache line.
 struct Node {
-  std::string target;                // "torch.ops.aten.add.Tensor"
   std::vector<NamedArgument> inputs;
   std::vector<Argument> outputs;
   // Scratch for utilities that index a graph's nodes in arrays (see
@@ -270,6 +270,15 @@ struct Node {
   // node pointers cost a cache miss per lookup at 10^5 nodes; this costs
   // none. Stale after a reorder until renumbered: check with ir::positionIn.
   mutable size_t number = 0;
+  // isHigherOrder(), worked out from `target` on the first ask (-1: not
+  // yet). Every walk asks every node (subgraphs()), and a target's
+  // characters live on the heap: at 10^5 nodes that was a cache miss per
+  // node per walk. Sound because a node's target is written before anything
+  // asks and never rewritten (the reader, unroll-map and the symbolic
+  // rederivation write the targets of nodes they have just made; a copy
+  // copies both); the verifier checks it.
+  mutable int8_t higherOrderCache = -1;
+  std::string target;                // "torch.ops.aten.add.Tensor"
   // Node metadata (stack traces of ~1 KB, nn_module_stack, ...), verbatim, in
   // the order read. Immutable and shared: carving copies every node into a
   // stage, and a copy keeps its original's. Values are shared too: the reader
@@ -287,7 +296,11 @@ struct Node {
   std::shared_ptr<const std::vector<ModuleFrame>> moduleStack;
   const std::vector<ModuleFrame>& frames() const;  // empty when there is no stack
 
-  bool isHigherOrder() const { return target.rfind("torch.ops.higher_order.", 0) == 0; }
+  bool isHigherOrder() const {
+    if (higherOrderCache < 0) higherOrderCache = targetIsHigherOrder();
+    return higherOrderCache != 0;
+  }
+  bool targetIsHigherOrder() const { return target.rfind("torch.ops.higher_order.", 0) == 0; }
   std::string opName() const;        // target without the "torch.ops." prefix
   std::string label() const;         // name, else first output's name, else target
   const std::string& modulePath() const;  // innermost module FQN ("" when none)

@@ -57,6 +57,9 @@ void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& 
                                 describe(*v->producer));
       if (at == i + 1) invalidInput(where, describe(n) + " uses its own output '" + v->name + "'");
     });
+    if (n.higherOrderCache >= 0 && (n.higherOrderCache != 0) != n.targetIsHigherOrder())
+      throw Error(ErrorKind::Internal, "", where,
+                  describe(n) + ": target rewritten after isHigherOrder() cached it (now " + n.target + ")");
     if (!n.isHigherOrder())
       for (const NamedArgument& in : n.inputs)
         if (in.arg.tag == ArgTag::Graph)
