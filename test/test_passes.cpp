@@ -253,6 +253,13 @@ TEST_CASE("placeholders follow the signature order", "[passes]") {
   pm.run(p);
   CHECK(p.graph.inputs[0].value()->name == "p_w");
   CHECK(p.graph.inputs[1].value()->name == "x");
+  // In signature order already: nothing to do, and nothing done.
+  CHECK_FALSE(passes::placeholderOrderPass().run(p));
+  CHECK(p.graph.inputs[0].value()->name == "p_w");
+  // A spec whose value no placeholder defines is refused on either path.
+  p.inputSpecs[1].arg = ir::Argument::tensor(p.graph.nodes[0]->outputs[0].value());
+  CHECK_THROWS_WITH(passes::placeholderOrderPass().run(p),
+                    Catch::Contains("signature.input_specs[1]") && Catch::Contains("'out' has no placeholder"));
 }
 
 TEST_CASE("module-contiguous order groups a module's nodes where data flow allows", "[passes]") {
