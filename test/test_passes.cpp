@@ -34,6 +34,16 @@ Json withParam(Json j, const std::string& placeholder, const std::string& fqn) {
   return j;
 }
 
+Json withConstant(Json j, const std::string& placeholder, const std::string& fqn) {
+  Json& g = j["graph_module"]["graph"];
+  g["inputs"].insert(g["inputs"].begin(), Json{{"as_tensor", {{"name", placeholder}}}});
+  g["tensor_values"][placeholder] = g["tensor_values"]["x"];
+  auto& specs = j["graph_module"]["signature"]["input_specs"];
+  specs.insert(specs.begin(),
+               Json{{"tensor_constant", {{"arg", {{"name", placeholder}}}, {"tensor_constant_name", fqn}}}});
+  return j;
+}
+
 }  // namespace
 
 TEST_CASE("topological order is stable and fixes out-of-order graphs", "[passes]") {
@@ -237,6 +247,49 @@ TEST_CASE("duplicate attribute reads merge into one placeholder", "[passes]") {
   CHECK(p.graph.inputs.size() == 2);
   const ir::Node& out = *p.graph.nodes[1];
   CHECK(out.inputs[1].arg.value()->name == "p_w");
+}
+
+TEST_CASE("equal lifted constants merge, compared only within their key", "[passes]") {
+  // c0..c5 hold two distinct contents, A (c0, c2, c4) and B (c1, c3, c5), as
+  // the constant key tells; same() is asked only about constants of one key.
+  Json nodes = Json::array();
+  std::string prev = "x";
+  for (int k = 0; k < 6; ++k) {
+    std::string out = "a" + std::to_string(k);
+    nodes.push_back(test::tensorNode("torch.ops.aten.add.Tensor", {prev, "c" + std::to_string(k)}, out));
+    prev = out;
+  }
+  nodes.back()["outputs"][0]["as_tensor"]["name"] = "out";
+  Json j = test::programJson(nodes);
+  for (int k = 5; k >= 0; --k) j = withConstant(j, "c" + std::to_string(k), "lifted_" + std::to_string(k));
+  auto content = [](const std::string& fqn) { return (fqn.back() - '0') % 2 == 0 ? "A" : "B"; };
+  std::vector<std::pair<std::string, std::string>> asked;
+  auto same = [&](const std::string& a, const std::string& b) {
+    asked.emplace_back(a, b);
+    return std::string(content(a)) == content(b);
+  };
+  SECTION("with a key") {
+    ir::Program p = parse(j);
+    passes::PassManager pm;
+    pm.add(passes::dedupeAttributesPass(same, [&](const std::string& fqn) { return std::string(content(fqn)); }));
+    pm.setVerifyEach(true);
+    pm.run(p);
+    REQUIRE(p.inputSpecs.size() == 3);  // lifted_0, lifted_1, x
+    CHECK(p.inputSpecs[0].target == "lifted_0");
+    CHECK(p.inputSpecs[1].target == "lifted_1");
+    for (const auto& [a, b] : asked) CHECK(std::string(content(a)) == content(b));
+    CHECK(asked.size() == 4);  // each later constant once, against its key's one kept constant
+    CHECK(p.graph.nodes[4]->inputs[1].arg.value()->name == "c0");
+    CHECK(p.graph.nodes[5]->inputs[1].arg.value()->name == "c1");
+  }
+  SECTION("without one, every kept constant is a candidate (same result)") {
+    ir::Program p = parse(j);
+    passes::PassManager pm;
+    pm.add(passes::dedupeAttributesPass(same));
+    pm.run(p);
+    REQUIRE(p.inputSpecs.size() == 3);
+    CHECK(asked.size() == 1 + 2 + 2 + 2 + 2);  // c1 against c0; then each against both kept
+  }
 }
 
 TEST_CASE("placeholders follow the signature order", "[passes]") {

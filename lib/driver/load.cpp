@@ -4,6 +4,7 @@
 
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
+#include "support/digest.h"
 #include "support/error.h"
 #include "support/phase_times.h"
 
@@ -27,6 +28,15 @@ pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
     if (ta.entry().value("tensor_meta", ir::Json()) != tb.entry().value("tensor_meta", ir::Json())) return false;
     pt2::ByteView va = ta.data.view(), vb = tb.data.view();
     return va.size == vb.size && std::memcmp(va.data, vb.data, va.size) == 0;
+  };
+  // Equal bytes, equal key: sameConstant runs only within a key, not for
+  // every pair of a program's lifted constants. One that sameConstant never
+  // matches gets a key of its own.
+  opts.constantKey = [&pkg](const std::string& fqn) {
+    auto it = pkg.constants.find(fqn);
+    if (it == pkg.constants.end() || !it->second.meta || it->second.usePickle) return "unmatched " + fqn;
+    pt2::ByteView v = it->second.data.view();
+    return std::to_string(v.size) + " " + xxh3_128Bytes(v.data, v.size);
   };
   passes::PassManager pm;
   passes::addNormalizePipeline(pm, opts);

@@ -3,16 +3,31 @@
 // byte-identical contents (torch lifts each literal tensor separately) share
 // one placeholder. Fewer placeholders means fewer values to route between
 // pipeline stages later.
-#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "passes/pass_manager.h"
 
 namespace pipecut::passes {
 
-Pass dedupeAttributesPass(SameConstantFn sameConstant) {
-  return {"dedupe-attributes", [sameConstant](ir::Program& p) {
-    std::map<std::pair<int, std::string>, size_t> firstByTarget;
-    std::vector<size_t> constants;  // indices of kept tensor-constant specs
+Pass dedupeAttributesPass(SameConstantFn sameConstant, ConstantKeyFn constantKey) {
+  return {"dedupe-attributes", [sameConstant, constantKey](ir::Program& p) {
+    // (kind, FQN) of the first spec lifting it. Hashed: a deep model lifts
+    // 10^4 tensors whose names share long prefixes ("model.layers.1234."),
+    // and an ordered map compared them along every path down the tree. The
+    // views point into p.inputSpecs, which this loop only reads.
+    struct KeyHash {
+      size_t operator()(const std::pair<int, std::string_view>& k) const {
+        return std::hash<std::string_view>{}(k.second) * 31 + static_cast<size_t>(k.first);
+      }
+    };
+    std::unordered_map<std::pair<int, std::string_view>, size_t, KeyHash> firstByTarget;
+    firstByTarget.reserve(p.inputSpecs.size());
+    // Indices of kept tensor-constant specs, by constantKey (one bucket
+    // without it), in the order kept.
+    std::unordered_map<std::string, std::vector<size_t>> constants;
     std::vector<bool> drop(p.inputSpecs.size(), false);
     bool changed = false;
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
@@ -21,17 +36,19 @@ Pass dedupeAttributesPass(SameConstantFn sameConstant) {
                     s.kind == ir::InputKind::TensorConstant;
       if (!lifted) continue;
       size_t keepIndex = p.inputSpecs.size();
-      auto key = std::make_pair(static_cast<int>(s.kind), s.target);
+      auto key = std::make_pair(static_cast<int>(s.kind), std::string_view(s.target));
       auto it = firstByTarget.find(key);
+      std::vector<size_t>* bucket = nullptr;
       if (it != firstByTarget.end()) {
         keepIndex = it->second;
       } else if (s.kind == ir::InputKind::TensorConstant && sameConstant) {
-        for (size_t c : constants)
+        bucket = &constants[constantKey ? constantKey(s.target) : std::string()];
+        for (size_t c : *bucket)
           if (sameConstant(p.inputSpecs[c].target, s.target)) keepIndex = c;
       }
       if (keepIndex == p.inputSpecs.size()) {
         firstByTarget.emplace(key, i);
-        if (s.kind == ir::InputKind::TensorConstant) constants.push_back(i);
+        if (bucket) bucket->push_back(i);
         continue;
       }
       replaceAllUses(p, s.arg.value(), p.inputSpecs[keepIndex].arg.value());

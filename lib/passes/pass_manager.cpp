@@ -43,7 +43,7 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& o) {
   pm.setVerifyEach(o.verifyEach);
   pm.add(placeholderOrderPass());
   pm.add(topologicalOrderPass());
-  pm.add(dedupeAttributesPass(o.sameConstant));
+  pm.add(dedupeAttributesPass(o.sameConstant, o.constantKey));
   pm.add(deadCodePass());
   if (o.moduleContiguous) pm.add(moduleContiguousPass());
 }

@@ -41,17 +41,23 @@ class PassManager {
 
 // Returns true when two constant FQNs hold byte-identical tensors.
 using SameConstantFn = std::function<bool(const std::string&, const std::string&)>;
+// What constants that SameConstantFn calls equal have in common (their size
+// and a hash of their bytes, say): dedupe-attributes compares a constant only
+// with the kept ones of its key. Without one, every kept constant is a
+// candidate: quadratic in the constants a program lifts.
+using ConstantKeyFn = std::function<std::string(const std::string& fqn)>;
 
 Pass placeholderOrderPass();
 Pass topologicalOrderPass();
 Pass deadCodePass();
-Pass dedupeAttributesPass(SameConstantFn sameConstant = nullptr);
+Pass dedupeAttributesPass(SameConstantFn sameConstant = nullptr, ConstantKeyFn constantKey = nullptr);
 Pass moduleContiguousPass();
 
 struct NormalizeOptions {
   bool moduleContiguous = false;
   bool verifyEach = false;
   SameConstantFn sameConstant;
+  ConstantKeyFn constantKey;
 };
 // placeholder-order, topological-order, dedupe-attributes, dead-code[, module-contiguous]
 void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
