@@ -3,10 +3,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "driver/load.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "pt2/package.h"
 #include "pt2/pickle_check.h"
+#include "support/digest.h"
 #include "support/error.h"
 #include "support/sha256.h"
 #include "support/zip_directory.h"
@@ -112,6 +114,42 @@ TEST_CASE("non-persistent buffers and lifted constants come from the constants p
   CHECK(buffers == 13);
   CHECK(nonPersistent == 1);
   CHECK(constants == 1);
+}
+
+TEST_CASE("dedupe compares lifted constants by metadata and bytes, keyed by size and hash", "[package]") {
+  pt2::Package pkg = pt2::readPackage(test::fixture("cnn_bn"));
+  REQUIRE(pkg.constants.count("offset"));
+  const pt2::StoredTensor offset = pkg.constants.at("offset");
+  const pt2::ByteView bytes = offset.data.view();
+  REQUIRE(bytes.size > 0);
+  pt2::StoredTensor same = offset;  // another FQN, the same record
+  pt2::StoredTensor copied = offset;  // the same bytes, held inline
+  copied.data = pt2::Blob{nullptr, "", std::string(reinterpret_cast<const char*>(bytes.data), bytes.size)};
+  pt2::StoredTensor other = copied;  // one byte different
+  other.data.inlineBytes[0] = static_cast<char>(other.data.inlineBytes[0] ^ 1);
+  pt2::StoredTensor pickled = offset;
+  pickled.usePickle = true;
+  pkg.constants["same"] = same;
+  pkg.constants["copied"] = copied;
+  pkg.constants["other"] = other;
+  pkg.constants["pickled"] = pickled;
+  passes::NormalizeOptions opts;
+  driver::compareConstantsByContent(pkg, opts);
+  REQUIRE(opts.sameConstant);
+  REQUIRE(opts.constantKey);
+  const std::string key = opts.constantKey("offset");
+  CHECK(key == std::to_string(bytes.size) + " " + xxh3_128Bytes(bytes.data, bytes.size));
+  CHECK(opts.sameConstant("offset", "same"));
+  CHECK(opts.sameConstant("offset", "copied"));
+  CHECK(opts.constantKey("same") == key);
+  CHECK(opts.constantKey("copied") == key);
+  CHECK_FALSE(opts.sameConstant("offset", "other"));
+  CHECK(opts.constantKey("other") != key);
+  // Never merged, so each has a key of its own.
+  CHECK_FALSE(opts.sameConstant("offset", "pickled"));
+  CHECK(opts.constantKey("pickled") == "unmatched pickled");
+  CHECK_FALSE(opts.sameConstant("offset", "absent"));
+  CHECK(opts.constantKey("absent") == "unmatched absent");
 }
 
 TEST_CASE("symbolic batch sizes are kept", "[package]") {

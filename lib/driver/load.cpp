@@ -10,6 +10,35 @@
 
 namespace pipecut::driver {
 
+void compareConstantsByContent(const pt2::Package& pkg, passes::NormalizeOptions& options) {
+  // A constant dedupe may merge: stored, with tensor metadata, not pickled.
+  // One rule for both functions below, so that the key never parts two
+  // constants that sameConstant would call one.
+  auto comparable = [&pkg](const std::string& fqn) -> const pt2::StoredTensor* {
+    auto it = pkg.constants.find(fqn);
+    if (it == pkg.constants.end() || !it->second.meta || it->second.usePickle) return nullptr;
+    return &it->second;
+  };
+  // Two constants are one when their metadata and bytes agree.
+  options.sameConstant = [comparable](const std::string& a, const std::string& b) {
+    const pt2::StoredTensor* ta = comparable(a);
+    const pt2::StoredTensor* tb = comparable(b);
+    if (!ta || !tb) return false;
+    if (ta->entry().value("tensor_meta", ir::Json()) != tb->entry().value("tensor_meta", ir::Json())) return false;
+    pt2::ByteView va = ta->data.view(), vb = tb->data.view();
+    return va.size == vb.size && std::memcmp(va.data, vb.data, va.size) == 0;
+  };
+  // Equal bytes, equal key: sameConstant runs only within a key, not for
+  // every pair of a program's lifted constants. One that sameConstant never
+  // matches gets a key of its own.
+  options.constantKey = [comparable](const std::string& fqn) {
+    const pt2::StoredTensor* t = comparable(fqn);
+    if (!t) return "unmatched " + fqn;
+    pt2::ByteView v = t->data.view();
+    return std::to_string(v.size) + " " + xxh3_128Bytes(v.data, v.size);
+  };
+}
+
 pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
   pt2::Package pkg = [&] {
     support::ScopedPhase phase("read");
@@ -18,26 +47,7 @@ pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
   passes::NormalizeOptions opts;
   opts.moduleContiguous = o.moduleContiguous;
   opts.verifyEach = o.verifyEach;
-  // Two constants are one when their metadata and bytes agree.
-  opts.sameConstant = [&pkg](const std::string& a, const std::string& b) {
-    auto ia = pkg.constants.find(a), ib = pkg.constants.find(b);
-    if (ia == pkg.constants.end() || ib == pkg.constants.end()) return false;
-    const auto& ta = ia->second;
-    const auto& tb = ib->second;
-    if (!ta.meta || !tb.meta || ta.usePickle || tb.usePickle) return false;
-    if (ta.entry().value("tensor_meta", ir::Json()) != tb.entry().value("tensor_meta", ir::Json())) return false;
-    pt2::ByteView va = ta.data.view(), vb = tb.data.view();
-    return va.size == vb.size && std::memcmp(va.data, vb.data, va.size) == 0;
-  };
-  // Equal bytes, equal key: sameConstant runs only within a key, not for
-  // every pair of a program's lifted constants. One that sameConstant never
-  // matches gets a key of its own.
-  opts.constantKey = [&pkg](const std::string& fqn) {
-    auto it = pkg.constants.find(fqn);
-    if (it == pkg.constants.end() || !it->second.meta || it->second.usePickle) return "unmatched " + fqn;
-    pt2::ByteView v = it->second.data.view();
-    return std::to_string(v.size) + " " + xxh3_128Bytes(v.data, v.size);
-  };
+  compareConstantsByContent(pkg, opts);
   passes::PassManager pm;
   passes::addNormalizePipeline(pm, opts);
   try {

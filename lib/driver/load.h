@@ -3,6 +3,7 @@
 // `pipecut split` (and anything else that reads a program) prepare a graph.
 #include <string>
 
+#include "passes/pass_manager.h"
 #include "pt2/package.h"
 
 namespace pipecut::driver {
@@ -11,6 +12,12 @@ struct LoadOptions {
   bool moduleContiguous = false;  // keep module calls together (split needs it)
   bool verifyEach = false;        // verify after every pass
 };
+
+// How dedupe-attributes compares `pkg`'s lifted constants: one when stored,
+// with equal tensor metadata and bytes, not pickled; keyed by byte size and
+// XXH3-128, so that it compares only constants of one key. Sets both fields of
+// `options`; they refer to `pkg`, which must outlive their use.
+void compareConstantsByContent(const pt2::Package& pkg, passes::NormalizeOptions& options);
 
 // Reads `model`, runs the normalization pipeline (constants compared by their
 // bytes when deduplicating attribute reads) and verifies the result. Errors
