@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "partition/carve.h"
+#include "partition/stage_summary.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
 #include "test_util.h"
@@ -106,4 +107,72 @@ TEST_CASE("a symbolic value crossing a boundary travels as a 0-d tensor when no 
   CHECK(nodes1.front()->target == "torch.ops.aten.item.default");
   CHECK(nodes1.front()->outputs.at(0).value()->name == "sz");
   CHECK(carveError(test::programJson(Json::array({size, view})), {0, 0}).empty());
+}
+
+TEST_CASE("containedModules names each stage's largest modules whole in it, by the frames nodes carry",
+          "[carve]") {
+  auto frame = [](const std::string& path) { return "L__" + path + "," + path + ",M"; };
+  auto stack = [&](std::vector<std::string> paths) {
+    std::string t = "L__self__,,Root";  // the root frame (path "") is no module
+    for (const auto& p : paths) t += ";" + frame(p);
+    return t;
+  };
+  // layers.2.mlp is called from outside layers.2's forward (its stack lacks
+  // the layers.2 frame): it is not counted as part of layers.2.
+  const std::vector<std::pair<std::vector<std::string>, int>> nodes = {
+      {{"layers.0", "layers.0.mlp"}, 0}, {{"layers.0"}, 0},       {{"layers.1", "layers.1.attn"}, 0},
+      {{"layers.1", "layers.1.mlp"}, 1}, {{"layers.2"}, 0},       {{"layers.2.mlp"}, 1},
+      {{"head"}, 1},                     {{}, 1},
+  };
+  Json list = Json::array();
+  std::vector<int> stageOf;
+  std::string prev = "x";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::string out = i + 1 == nodes.size() ? "out" : "a" + std::to_string(i);
+    list.push_back(test::tensorNode("torch.ops.aten.relu.default", {prev}, out,
+                                    nodes[i].first.empty() ? "" : stack(nodes[i].first)));
+    stageOf.push_back(nodes[i].second);
+    prev = out;
+  }
+  ir::Program p = pt2::parseProgram(test::programJson(list));
+  partition::Assignment a;
+  a.numStages = 2;
+  a.stageOf = stageOf;
+  auto modules = partition::containedModules(p.graph, a);
+  REQUIRE(modules.size() == 2);
+  // layers.0.mlp is inside layers.0, whole in the same stage; layers.1 is split.
+  CHECK(modules[0] == std::vector<std::string>{"layers.0", "layers.1.attn", "layers.2"});
+  CHECK(modules[1] == std::vector<std::string>{"head", "layers.1.mlp", "layers.2.mlp"});
+  a.stageOf.assign(stageOf.size(), 1);
+  a.stageOf[0] = 0;  // one node of layers.0 (and all of layers.0.mlp) in stage 0
+  modules = partition::containedModules(p.graph, a);
+  CHECK(modules[0] == std::vector<std::string>{"layers.0.mlp"});
+  // Coverage goes by path: layers.2.mlp is under layers.2, whole in stage 1 too.
+  CHECK(modules[1] == std::vector<std::string>{"head", "layers.1", "layers.2"});
+}
+
+TEST_CASE("tiedGroups lists the storages two or more stages hold, with every name of each", "[carve]") {
+  pt2::Package whole;
+  auto stored = [](const std::string& record) {
+    pt2::StoredTensor t;
+    t.data.record = record;
+    return t;
+  };
+  whole.weights["embed.weight"] = stored("data/0");
+  whole.weights["lm_head.weight"] = stored("data/0");
+  whole.weights["norm.weight"] = stored("data/1");
+  whole.constants["table"] = stored("data/2");
+  whole.constants["table_alias"] = stored("data/2");
+  // A repeat within a stage counts once; a name no table has is no storage.
+  std::vector<std::vector<std::string_view>> lifted = {
+      {"embed.weight", "norm.weight", "embed.weight", "table"}, {"lm_head.weight"}, {"lm_head.weight", "unknown"}};
+  auto groups = partition::tiedGroups(whole, lifted);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].names == std::vector<std::string>{"embed.weight", "lm_head.weight"});
+  CHECK(groups[0].stages == std::vector<uint32_t>{0, 1, 2});
+  lifted[1].push_back("table_alias");  // the same constant storage, under its other name
+  groups = partition::tiedGroups(whole, lifted);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[1].names == std::vector<std::string>{"table", "table_alias"});
+  CHECK(groups[1].stages == std::vector<uint32_t>{0, 1});
 }

@@ -1,11 +1,9 @@
 #include "partition/carve.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -13,6 +11,7 @@
 #include "ir/clone.h"
 #include "ir/module_tree.h"
 #include "ir/schedule.h"
+#include "partition/stage_summary.h"
 #include "partition/symbolic.h"
 #include "passes/pass_manager.h"
 #include "support/error.h"
@@ -98,10 +97,13 @@ class Carver {
     routeValues();
     Carving c;
     c.manifest = manifestSkeleton();
-    auto modules = containedModules();
+    auto modules = containedModules(g_, a_);
     for (int s = 0; s < a_.numStages; ++s) c.stages.push_back(buildStage(s, std::move(modules[static_cast<size_t>(s)])));
     for (const auto& st : c.stages) c.manifest.stages.push_back(st.info);
-    c.manifest.tiedGroups = tiedGroups();
+    std::vector<std::vector<std::string_view>> liftedTargets(stages_.size());
+    for (size_t s = 0; s < stages_.size(); ++s)
+      for (const Value* v : stages_[s].lifted) liftedTargets[s].push_back(p_.inputSpecs[specOf(v)].target);
+    c.manifest.tiedGroups = tiedGroups(whole_, liftedTargets);
     return c;
   }
 
@@ -528,104 +530,6 @@ class Carver {
     auto it = std::find(outs.begin(), outs.end(), v);
     if (it == outs.end()) internalError("carve", "value '" + v->name + "' is not an output of its stage");
     return static_cast<uint32_t>(it - outs.begin());
-  }
-
-  // Per stage, the largest modules all of whose nodes run there (own nodes,
-  // not recomputed ones). One pass over the nodes; a module is the largest
-  // when no enclosing path (at a '.' boundary) is whole in the same stage.
-  std::vector<std::vector<std::string>> containedModules() const {
-    struct Count {
-      int stage = -1;      // the one stage holding all of its nodes so far, or kMixed
-      size_t nodes = 0;    // node runs counted (0: not seen yet)
-    };
-    constexpr int kMixed = -2;
-    std::unordered_map<std::string_view, Count> count;
-    // Sized up front as ModuleTree::build sizes its table (a module per ~4
-    // nodes at most): growing it rehashed every entry a dozen times, each a
-    // cache miss at 10^5 nodes.
-    count.reserve(g_.nodes.size() / 4 + 16);
-    // A node with the stack (shared per module call) and the stage of the
-    // node before it changes no count's stage: skipped, not hashed again.
-    const std::vector<ir::ModuleFrame>* lastStack = nullptr;
-    int lastStage = -1;
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      int st = a_.stageOf[i];
-      const std::vector<ir::ModuleFrame>* stack = g_.nodes[i]->moduleStack.get();
-      if (stack && stack == lastStack && st == lastStage) continue;
-      lastStack = stack;
-      lastStage = st;
-      for (const auto& f : g_.nodes[i]->frames()) {
-        if (f.path.empty()) continue;
-        Count& c = count[f.path];
-        c.stage = c.nodes == 0 ? st : (c.stage == st ? st : kMixed);
-        c.nodes++;
-      }
-    }
-    std::vector<std::vector<std::string>> out(static_cast<size_t>(a_.numStages));
-    for (const auto& [m, c] : count) {
-      if (c.stage < 0) continue;
-      bool covered = false;
-      for (size_t dot = m.rfind('.'); dot != std::string_view::npos && !covered; dot = m.rfind('.', dot - 1)) {
-        auto up = count.find(m.substr(0, dot));
-        covered = up != count.end() && up->second.stage == c.stage;
-        if (dot == 0) break;
-      }
-      if (!covered) out[static_cast<size_t>(c.stage)].emplace_back(m);
-    }
-    for (auto& mods : out) std::sort(mods.begin(), mods.end());
-    return out;
-  }
-
-  std::vector<TiedGroup> tiedGroups() const {
-    // Storage identity: the same record of the same archive. Sorted runs of
-    // one flat array, not a map of sets: a deep model has 10^4 tensors,
-    // nearly all alone in their storage.
-    struct Stored {
-      const void* source;
-      std::string_view record, fqn;
-      bool operator<(const Stored& o) const {
-        if (source != o.source) return std::less<const void*>{}(source, o.source);
-        return std::tie(record, fqn) < std::tie(o.record, o.fqn);
-      }
-    };
-    std::vector<Stored> stored;
-    stored.reserve(whole_.weights.size() + whole_.constants.size());
-    for (const auto* table : {&whole_.weights, &whole_.constants})
-      for (const auto& [fqn, t] : *table) stored.push_back({t.data.source.get(), t.data.record, fqn});
-    std::sort(stored.begin(), stored.end());
-    // Groups: [begin, end) ranges of `stored`, one per storage; a name in
-    // both tables counts once.
-    std::vector<std::pair<size_t, size_t>> groups;
-    // Each lifted value finds its group through the FQN: asking every group
-    // about every lifted value cost weights x weights lookups (seconds for a
-    // model with 10^4 weights).
-    std::unordered_map<std::string_view, size_t> groupOf;
-    groupOf.reserve(stored.size());
-    for (size_t i = 0; i < stored.size(); ++i) {
-      if (i == 0 || stored[i].source != stored[i - 1].source || stored[i].record != stored[i - 1].record)
-        groups.emplace_back(i, i);
-      groups.back().second = i + 1;
-      groupOf.emplace(stored[i].fqn, groups.size() - 1);
-    }
-    // Stages in increasing order: each holder list comes out sorted, and a
-    // repeat is the last entry.
-    std::vector<std::vector<uint32_t>> holders(groups.size());
-    for (size_t s = 0; s < stages_.size(); ++s)
-      for (const Value* v : stages_[s].lifted)
-        if (auto it = groupOf.find(p_.inputSpecs[specOf(v)].target); it != groupOf.end()) {
-          auto& h = holders[it->second];
-          if (h.empty() || h.back() != s) h.push_back(static_cast<uint32_t>(s));
-        }
-    std::vector<TiedGroup> out;
-    for (size_t k = 0; k < groups.size(); ++k) {
-      if (holders[k].size() < 2) continue;
-      TiedGroup g;
-      for (size_t i = groups[k].first; i < groups[k].second; ++i)
-        if (g.names.empty() || g.names.back() != stored[i].fqn) g.names.emplace_back(stored[i].fqn);
-      g.stages = holders[k];
-      out.push_back(std::move(g));
-    }
-    return out;
   }
 
   const pt2::Package& whole_;
