@@ -105,7 +105,11 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   // the last parent found skips the map.
   std::string_view lastParent;
   ModuleInfo* lastModule = nullptr;
-  for (const auto& [fqn, bytes] : tensors) {
+  for (const auto& tensor : tensors) {
+    // Named, not a structured binding: clang before 16 (the fuzz build's
+    // clang-14) cannot capture one in a lambda.
+    const std::string& fqn = tensor.first;
+    const uint64_t bytes = tensor.second;
     checkDepth(fqn, [&] { return "tensor '" + fqn.substr(0, 200) + "'"; });
     const std::string_view parent = parentOf(fqn);
     if (!lastModule || parent != lastParent) {
