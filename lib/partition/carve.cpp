@@ -255,8 +255,11 @@ class Carver {
     for (size_t i : extra)
       if (a_.stageOf[i] != s) d.recomputedNodes.insert(i);
     if (!d.recomputedNodes.empty()) {
+      // Both runs are ascending (positions, a set): merged in linear time
+      // where sorting 10^5 positions took a few milliseconds.
+      const auto own = static_cast<std::ptrdiff_t>(d.nodes.size());
       d.nodes.insert(d.nodes.end(), d.recomputedNodes.begin(), d.recomputedNodes.end());
-      std::sort(d.nodes.begin(), d.nodes.end());
+      std::inplace_merge(d.nodes.begin(), d.nodes.begin() + own, d.nodes.end());
       d.externals = externals(d.nodes, d.nodeCount);
     }
     stages_.push_back(std::move(d));

@@ -22,11 +22,9 @@ void PassManager::run(ir::Program& program) {
   for (const Pass& pass : passes_) {
     PassRecord rec;
     rec.name = pass.name;
-    rec.nodesBefore = program.graph.nodeCountRecursive();
     auto t0 = std::chrono::steady_clock::now();
     rec.changed = pass.run(program);
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rec.nodesAfter = program.graph.nodeCountRecursive();
     records_.push_back(rec);
     if (verifyEach_) {
       try {

@@ -20,7 +20,6 @@ struct Pass {
 struct PassRecord {
   std::string name;
   bool changed = false;
-  size_t nodesBefore = 0, nodesAfter = 0;
   double seconds = 0;  // the pass alone, without verification
 };
 
