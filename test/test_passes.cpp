@@ -5,6 +5,7 @@
 
 #include "ir/schedule.h"
 #include "ir/value_index.h"
+#include "ir/module_tree.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
@@ -329,6 +330,54 @@ TEST_CASE("module-contiguous order groups a module's nodes where data flow allow
   pm.setVerifyEach(true);
   pm.run(p);
   CHECK(order(p.graph) == std::vector<std::string>{"a1", "a2", "b1", "b2", "out"});
+}
+
+TEST_CASE("the module tree counts nodes per module by frame ids and parameter bytes by FQN", "[passes]") {
+  // layers.0 is called twice (two call sites, one path); "a.b" is never a
+  // frame of its own, only the parent of one and of a parameter.
+  const std::string L0 = "L__self__,,M;L__self___layers_0,layers.0,Block",
+                    L0again = "L__self__,,M;L__self___layers_0_1,layers.0,",
+                    L0attn = L0 + ";L__self___layers_0_attn,layers.0.attn,Attn",
+                    AB = "L__self__,,M;L__self___a_b_c,a.b.c,Leaf";
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "n1", L0),
+      test::tensorNode("torch.ops.aten.neg.default", {"n1"}, "n2", L0attn),
+      test::tensorNode("torch.ops.aten.neg.default", {"n2"}, "n3", L0),
+      test::tensorNode("torch.ops.aten.neg.default", {"n3"}, "n4", AB),
+      test::tensorNode("torch.ops.aten.neg.default", {"n4"}, "n5", L0again),
+      test::tensorNode("torch.ops.aten.neg.default", {"n5"}, "out"),
+  })));
+  ir::ModuleTree t = ir::ModuleTree::build(p, {{"layers.0.attn.w", 40}, {"a.b.w", 8}, {"top", 2}});
+  auto info = [&](const std::string& path) {
+    const ir::ModuleInfo* m = t.find(path);
+    REQUIRE(m);
+    return *m;
+  };
+  CHECK(info("").ownNodes == 1);
+  CHECK(info("").totalNodes == 6);
+  CHECK(info("").ownParamBytes == 2);
+  CHECK(info("").totalParamBytes == 50);
+  CHECK(info("layers").totalNodes == 4);  // a path's ancestors are modules too
+  CHECK(info("layers.0").ownNodes == 3);  // both calls
+  CHECK(info("layers.0").type == "Block");  // the first frame that names it
+  CHECK(info("layers.0").totalParamBytes == 40);
+  CHECK(info("layers.0.attn").ownNodes == 1);
+  CHECK(info("layers.0.attn").type == "Attn");
+  CHECK(info("a.b").ownNodes == 0);
+  CHECK(info("a.b").totalNodes == 1);
+  CHECK(info("a.b").ownParamBytes == 8);
+  CHECK(info("a.b.c").type == "Leaf");
+  CHECK(info("").children == std::vector<std::string>{"layers", "a"});  // "top" is a tensor, not a module
+  CHECK_FALSE(t.find("layers.1"));
+  // A tensor nested past the limit is refused by name.
+  std::string deep = "m";
+  for (size_t k = 0; k <= ir::ModulePaths::kMaxDepth; ++k) deep += ".m";
+  try {
+    ir::ModuleTree::build(p, {{deep, 4}});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("module path nested deeper than 256 levels"));
+  }
 }
 
 TEST_CASE("verification after each pass names the pass that broke the graph", "[passes]") {

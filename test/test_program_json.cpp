@@ -149,6 +149,16 @@ TEST_CASE("malformed programs are refused with the spot named", "[json]") {
   j["graph_module"]["graph"]["nodes"][0]["metadata"]["nn_module_stack"] = "a,b";
   CHECK_THAT(errorOf(j), Catch::Contains("malformed nn_module_stack"));
 
+  j = good;  // a module path nested past the limit: every prefix would be kept, so refused at reading
+  std::string deep = "m";
+  for (size_t k = 0; k < ir::ModulePaths::kMaxDepth; ++k) deep += ".m";
+  j["graph_module"]["graph"]["nodes"][0]["metadata"]["nn_module_stack"] = "L__self__,,M;k," + deep + ",T";
+  CHECK(errorOf(j) == "graph_module.graph.nodes[0] (node 'a', torch.ops.aten.relu.default).metadata.nn_module_stack: "
+                      "module path nested deeper than 256 levels");
+  deep.resize(deep.size() - 2);  // one level less: read
+  j["graph_module"]["graph"]["nodes"][0]["metadata"]["nn_module_stack"] = "L__self__,,M;k," + deep + ",T";
+  CHECK(errorOf(j).empty());
+
   j = good;
   j["graph_module"]["graph"]["nodes"][0]["inputs"][0]["arg"] = Json{{"as_int", "three"}};
   CHECK_THAT(errorOf(j), Catch::Contains("inputs[0].arg.as_int") && Catch::Contains("expected an integer"));
@@ -181,6 +191,82 @@ TEST_CASE("nn_module_stack paths may contain commas inside brackets", "[json]") 
   CHECK((*frames)[1].type == "diffusers.Block");
   CHECK((*frames)[2].path == "a.b");
   CHECK_FALSE(ir::parseModuleStack("only,two"));
+}
+
+TEST_CASE("module paths are interned once, ancestors first, and calls by key and path", "[json]") {
+  ir::ModulePaths t;
+  REQUIRE(t.size() == 1);
+  CHECK(t.path(ir::ModulePaths::kRoot).empty());
+  CHECK(t.parent(ir::ModulePaths::kRoot) == ir::ModulePaths::kNone);
+  const uint32_t c = t.intern("a.b.c");
+  REQUIRE(t.size() == 4);  // the root, "a", "a.b", "a.b.c"
+  const auto a = t.find("a"), ab = t.find("a.b");
+  REQUIRE(a);
+  REQUIRE(ab);
+  CHECK(t.parent(c) == *ab);
+  CHECK(t.parent(*ab) == *a);
+  CHECK(t.parent(*a) == ir::ModulePaths::kRoot);
+  CHECK(*a < *ab);  // ancestors first: a parent's id is smaller
+  CHECK(*ab < c);
+  CHECK(t.path(c) == "a.b.c");
+  CHECK(t.intern("a.b.c") == c);  // once
+  const uint32_t d = t.intern("a.b.d");  // shares its ancestors
+  CHECK(t.size() == 5);
+  CHECK(t.parent(d) == *ab);
+  CHECK_FALSE(t.find("a.b.e"));
+  // Paths of other spellings keep the dotted-parent rule (the last '.').
+  CHECK(t.path(t.parent(t.intern("s.slice(1, None, None).0"))) == "s.slice(1, None, None)");
+  CHECK(t.parent(t.intern(".x")) == ir::ModulePaths::kRoot);
+  CHECK(t.path(t.parent(t.intern("y."))) == "y");
+  // Too deep: refused, nothing added.
+  std::string deep = "m";
+  for (size_t k = 0; k < ir::ModulePaths::kMaxDepth; ++k) deep += ".m";
+  const size_t before = t.size();
+  CHECK(t.intern(deep) == ir::ModulePaths::kNone);
+  CHECK(t.size() == before);
+  // A call is a (key, path) pair.
+  const uint32_t k1 = t.internCall("L__self___b", *ab);
+  CHECK(t.internCall("L__self___b", *ab) == k1);
+  CHECK(t.internCall("L__self___b_1", *ab) != k1);  // the module called again from elsewhere
+  CHECK(t.internCall("L__self___b", c) != k1);
+  CHECK(t.calls() == 3);
+}
+
+TEST_CASE("stacks parsed with one table share their frames' ids", "[json]") {
+  auto paths = std::make_shared<ir::ModulePaths>();
+  auto s1 = ir::parseModuleStack("L__self__,,M;L__self___l0,layers.0,Block;L__self___l0_attn,layers.0.attn,Attn", paths);
+  auto s2 = ir::parseModuleStack("L__self__,,M;L__self___l0,layers.0,Block;L__self___l0_mlp,layers.0.mlp,MLP", paths);
+  auto s3 = ir::parseModuleStack("L__self__,,M;L__self___l0_again,layers.0,Block", paths);
+  REQUIRE(s1);
+  REQUIRE(s2);
+  REQUIRE(s3);
+  REQUIRE(s1->size() == 3);
+  for (const auto& f : *s1) {
+    CHECK(f.paths == paths.get());
+    CHECK(paths->path(f.module) == f.path);
+  }
+  CHECK((*s1)[1].module == (*s2)[1].module);
+  CHECK((*s1)[1].call == (*s2)[1].call);
+  CHECK((*s1)[2].module != (*s2)[2].module);
+  CHECK(paths->parent((*s2)[2].module) == (*s2)[1].module);
+  CHECK(ir::sharedFrames(*s1, *s2) == 2);
+  // The same module from another call site: the same path, another call.
+  CHECK((*s3)[1].module == (*s1)[1].module);
+  CHECK((*s3)[1].call != (*s1)[1].call);
+  CHECK(ir::sharedFrames(*s1, *s3) == 1);
+  // The table lives as long as a stack does.
+  std::weak_ptr<ir::ModulePaths> alive = paths;
+  paths.reset();
+  s2.reset();
+  s3.reset();
+  CHECK_FALSE(alive.expired());
+  CHECK((*s1)[2].paths->path((*s1)[2].module) == "layers.0.attn");
+  s1.reset();
+  CHECK(alive.expired());
+  // Another table, other ids: no frame is shared across tables.
+  auto t1 = ir::parseModuleStack("L__self__,,M;k,a,A");
+  auto t2 = ir::parseModuleStack("L__self__,,M;k,a,A");
+  CHECK(ir::sharedFrames(*t1, *t2) == 0);
 }
 
 TEST_CASE("symbolic sizes print as their symbol names", "[json]") {

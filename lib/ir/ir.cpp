@@ -365,13 +365,24 @@ const char* outputKindKey(OutputKind k) {
 
 size_t sharedFrames(const std::vector<ModuleFrame>& a, const std::vector<ModuleFrame>& b) {
   size_t k = 0;
-  while (k < a.size() && k < b.size() && a[k].key == b[k].key && a[k].path == b[k].path) ++k;
+  while (k < a.size() && k < b.size() && a[k].paths == b[k].paths && a[k].call == b[k].call) ++k;
   return k;
 }
 
-std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text) {
-  std::vector<ModuleFrame> frames;
-  if (text.empty()) return frames;
+std::shared_ptr<const std::vector<ModuleFrame>> parseModuleStack(std::string_view text,
+                                                                const std::shared_ptr<ModulePaths>& paths,
+                                                                bool* tooDeep) {
+  // The frames point into `paths`: one allocation holds both, and the
+  // stack's pointer shares its ownership.
+  struct Holder {
+    std::shared_ptr<ModulePaths> paths;
+    std::vector<ModuleFrame> frames;
+  };
+  auto holder = std::make_shared<Holder>();
+  holder->paths = paths;
+  std::vector<ModuleFrame>& frames = holder->frames;
+  auto done = [&] { return std::shared_ptr<const std::vector<ModuleFrame>>(holder, &holder->frames); };
+  if (text.empty()) return done();
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(';', start);
@@ -381,35 +392,46 @@ std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text) 
     if (!item.empty() && item.front() == '[') {
       // The JSON-array spelling proposed upstream: ["key", "path", "type"].
       Json j = Json::parse(item, nullptr, false);
-      if (j.is_discarded() || !j.is_array()) return std::nullopt;
+      if (j.is_discarded() || !j.is_array()) return nullptr;
       for (const auto& p : j) {
-        if (!p.is_string()) return std::nullopt;
+        if (!p.is_string()) return nullptr;
         parts.push_back(p.get<std::string>());
       }
     } else {
       int depth = 0;
-      std::string cur;
-      for (char c : item) {
+      size_t from = 0;
+      for (size_t k = 0; k < item.size(); ++k) {
+        const char c = item[k];
         if (c == '(' || c == '[') ++depth;
         if (c == ')' || c == ']') --depth;
         if (c == ',' && depth == 0) {
-          parts.push_back(cur);
-          cur.clear();
-        } else {
-          cur += c;
+          parts.emplace_back(item.substr(from, k - from));
+          from = k + 1;
         }
       }
-      parts.push_back(cur);
+      parts.emplace_back(item.substr(from));
     }
-    if (parts.size() != 3) return std::nullopt;
+    if (parts.size() != 3) return nullptr;
     // torch's runtime-assert pass marks the nodes it adds (sym_size of the
     // inputs of a dynamic-shape program) with this placeholder frame: they
     // belong to no module, and no spec can name it.
-    if (parts[0] != "_empty_nn_module_stack_from_metadata_hook") frames.push_back(ModuleFrame{parts[0], parts[1], parts[2]});
+    if (parts[0] != "_empty_nn_module_stack_from_metadata_hook") {
+      uint32_t module, call;
+      if (!paths->recall(frames.size(), item, module, call)) {
+        module = paths->intern(parts[1]);
+        if (module == ModulePaths::kNone) {
+          if (tooDeep) *tooDeep = true;
+          return nullptr;
+        }
+        call = paths->internCall(parts[0], module);
+        paths->remember(frames.size(), item, module, call);
+      }
+      frames.push_back(ModuleFrame{std::move(parts[0]), std::move(parts[1]), std::move(parts[2]), paths.get(), module, call});
+    }
     if (end == text.size()) break;
     start = end + 1;
   }
-  return frames;
+  return done();
 }
 
 }  // namespace pipecut::ir

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/module_paths.h"
 #include "ir/value_index.h"
 
 namespace pipecut::ir {
@@ -258,6 +259,13 @@ struct ModuleFrame {
   std::string key;   // call-site identifier, e.g. "L__self___layers_0"
   std::string path;  // module FQN, e.g. "layers.0" ("" for the root)
   std::string type;  // qualified class name
+  // Where parseModuleStack interned `path` and (key, path): ids in `paths`,
+  // which the stack holding this frame keeps alive. All frames of one
+  // program share one table (the reader's; copies and carved stages share
+  // their original's frames), so within a graph equal ids mean equal paths.
+  const ModulePaths* paths = nullptr;
+  uint32_t module = ModulePaths::kRoot;
+  uint32_t call = 0;
 };
 
 // What pass walks read (inputs, outputs, number, whether the node is a
@@ -419,9 +427,13 @@ struct Program {
 
 // nn_module_stack: "key,path,type;key,path,type", split on ',' only at bracket
 // depth 0 (paths like "slice(1, None, None)" contain commas); an entry that is a
-// JSON array is accepted too. Returns nullopt when malformed.
-std::optional<std::vector<ModuleFrame>> parseModuleStack(std::string_view text);
-// How many outer frames two stacks share (same key and path, outermost
+// JSON array is accepted too. Frames are interned in `paths`, which the
+// stack keeps alive. nullptr when malformed, or when a path nests
+// ModulePaths::kMaxDepth levels or more (*tooDeep is then set).
+std::shared_ptr<const std::vector<ModuleFrame>> parseModuleStack(
+    std::string_view text, const std::shared_ptr<ModulePaths>& paths = std::make_shared<ModulePaths>(),
+    bool* tooDeep = nullptr);
+// How many outer frames two stacks share (same call: key and path, outermost
 // first). Consecutive module calls of a deep model share all but the
 // innermost few: walks that resolve a stack's frames take those from the
 // previous stack instead of looking each one up again.

@@ -34,10 +34,9 @@ ModuleInfo& ModuleTree::ensure(std::string_view path, Created& created) {
 }
 
 namespace {
-// Real models nest a few dozen modules deep. The tree keeps every prefix of a
-// path and walks it recursively, so a (malformed) path of thousands of
-// segments would cost quadratic memory and deep recursion: refused.
-constexpr size_t kMaxModuleDepth = 256;
+// The tree keeps every prefix of a path and walks it recursively: a tensor
+// FQN nested deeper than the reader lets a module path nest is refused.
+constexpr size_t kMaxModuleDepth = ModulePaths::kMaxDepth;
 
 // `where` makes the error's location, only when there is an error.
 template <class Where>
@@ -49,26 +48,34 @@ void checkDepth(const std::string& path, Where&& where) {
 
 ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors) {
   ModuleTree t;
-  // The nodes of one module call share one parsed stack (ir.h): each
-  // distinct stack is looked up once, and its innermost module (a map entry,
-  // whose address is stable) counts the nodes that share it.
-  // Consecutive nodes mostly share their stack: the last one found skips
-  // the lookup (a cache miss per node at 10^5 nodes).
-  std::unordered_map<const std::vector<ModuleFrame>*, ModuleInfo*> innermost;
-  // A deep model has about as many distinct stacks (module calls) as
-  // modules, a few per ten nodes: room up front spares rehashing 10^4 entries.
+  // A deep model has about as many modules as module calls, a few per ten
+  // nodes: room up front spares rehashing 10^4 entries.
   const size_t expected = p.graph.nodes.size() / 4 + 16;
-  innermost.reserve(expected);
   t.modules_.reserve(expected);
   Created created;
   created.reserve(expected);
   ModuleInfo* root = &t.ensure("", created);
+  // Frames name their module by id (ir/module_paths.h): each module is
+  // looked up by path once, when its id is first met, and then found in
+  // this array. Frames of another table (never within one program) start
+  // it over, still correct.
+  const ModulePaths* table = nullptr;
+  std::vector<ModuleInfo*> byId;
+  auto infoOf = [&](const ModuleFrame& f) -> ModuleInfo* {
+    if (!f.paths) return &t.ensure(f.path, created);
+    if (f.paths != table) {
+      table = f.paths;
+      byId.assign(table->size(), nullptr);
+    }
+    ModuleInfo*& slot = byId[f.module];
+    if (!slot) slot = &t.ensure(f.path, created);
+    return slot;
+  };
+  // The nodes of one module call share one parsed stack (ir.h), and
+  // consecutive nodes mostly share their call: the innermost module of the
+  // last stack counts them without resolving its frames again.
   const std::vector<ModuleFrame>* lastStack = nullptr;
   ModuleInfo* lastOwn = nullptr;
-  // The last new stack's frames, resolved: a new stack mostly shares its
-  // outer frames with it (the same layer), found without hashing a path.
-  const std::vector<ModuleFrame>* lastNew = nullptr;
-  std::vector<ModuleInfo*> lastNewInfo;
   std::function<void(const Graph&)> walk = [&](const Graph& g) {
     for (const auto& n : g.nodes) {
       const std::vector<ModuleFrame>* stack = n->moduleStack.get();
@@ -76,23 +83,10 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
       if (stack && stack == lastStack) {
         own = lastOwn;
       } else if (stack && !stack->empty()) {
-        auto [it, first] = innermost.emplace(stack, nullptr);
-        if (first) {
-          // lastNewInfo's first `shared` entries stay; the rest are this stack's.
-          const size_t shared = lastNew ? sharedFrames(*lastNew, *stack) : 0;
-          lastNewInfo.resize(stack->size());
-          for (size_t k = 0; k < stack->size(); ++k) {
-            const ModuleFrame& f = (*stack)[k];
-            if (k >= shared) {
-              checkDepth(f.path, [&] { return "node '" + n->label() + "': nn_module_stack"; });
-              lastNewInfo[k] = &t.ensure(f.path, created);
-            }
-            if (lastNewInfo[k]->type.empty()) lastNewInfo[k]->type = f.type;
-          }
-          it->second = lastNewInfo.back();
-          lastNew = stack;
+        for (const ModuleFrame& f : *stack) {
+          own = infoOf(f);
+          if (own->type.empty()) own->type = f.type;
         }
-        own = it->second;
         lastStack = stack;
         lastOwn = own;
       }

@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "support/error.h"
+
 namespace pipecut::ir {
 
 void numberNodes(const Graph& g) {
@@ -71,7 +73,7 @@ class EarliestFirst final : public ReadyQueue {
   std::priority_queue<size_t, std::vector<size_t>, std::greater<>> heap_;
 };
 
-// The module call stacks form a tree (a trie over (key, path) frames). With
+// The module call stacks form a tree (a trie over calls: (key, path) frames). With
 // the tree numbered in DFS order, "shares at least d frames with the last
 // node" means "lies in the subtree of the last node's depth-d frame", a range
 // of DFS numbers. So the policy walks up from the last node's frame and takes
@@ -80,18 +82,24 @@ class EarliestFirst final : public ReadyQueue {
 class ModuleAffinity final : public ReadyQueue {
  public:
   explicit ModuleAffinity(const Graph& g) {
-    struct Trie {
-      std::map<std::pair<std::string, std::string>, size_t> children;
-    };
-    std::vector<Trie> trie(1);
+    // Trie nodes' children by (trie node, call id): calls are interned per
+    // program (ir/module_paths.h), so a frame is found without comparing
+    // its key and path strings.
+    std::unordered_map<uint64_t, size_t> child;
+    std::vector<std::vector<size_t>> children(1);
+    // A deep model has a module call per few nodes: room up front spares
+    // rehashing 10^4 entries a dozen times, a cache miss each at 10^5 nodes.
+    const size_t expected = g.nodes.size() / 4 + 16;
+    child.reserve(expected);
     parent_.push_back(0);
     frameOf_.resize(g.nodes.size());
+    const ModulePaths* table = nullptr;
     // The nodes of one module call share one parsed stack (ir.h): each
     // distinct stack walks the trie once, not each node.
     std::unordered_map<const std::vector<ModuleFrame>*, size_t> frameOfStack;
+    frameOfStack.reserve(expected);
     // A new stack mostly shares its outer frames with the last new one (the
-    // same layer): those trie nodes are taken from it, without searching a
-    // level like "model.layers", whose children are every layer of the model.
+    // same layer): those trie nodes are taken from it, without a lookup.
     const std::vector<ModuleFrame>* lastNew = nullptr;
     std::vector<size_t> lastNewNodes;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -104,9 +112,15 @@ class ModuleAffinity final : public ReadyQueue {
         size_t t = shared ? nodes.back() : 0;
         for (size_t k = shared; k < stack->size(); ++k) {
           const ModuleFrame& f = (*stack)[k];
-          auto [it, fresh] = trie[t].children.emplace(std::make_pair(f.key, f.path), trie.size());
+          if (f.paths != table) {
+            // One table per program (ir.h): ids of another would mean other calls.
+            if (table || !f.paths) internalError("graph", "module frames of two programs in one graph");
+            table = f.paths;
+          }
+          auto [it, fresh] = child.try_emplace((static_cast<uint64_t>(t) << 32) | f.call, parent_.size());
           if (fresh) {
-            trie.emplace_back();
+            children[t].push_back(it->second);
+            children.emplace_back();
             parent_.push_back(t);
           }
           t = it->second;
@@ -119,9 +133,11 @@ class ModuleAffinity final : public ReadyQueue {
       frameOf_[i] = known->second;
     }
     // DFS numbering (iterative: stacks can be deep).
-    first_.resize(trie.size());
-    last_.resize(trie.size());
+    first_.resize(parent_.size());
+    last_.resize(parent_.size());
     size_t counter = 0;
+    // Siblings in any order: a subtree's range, and so the least ready node
+    // in it, does not depend on it.
     std::vector<std::pair<size_t, bool>> stack{{0, false}};
     while (!stack.empty()) {
       auto [t, done] = stack.back();
@@ -132,7 +148,7 @@ class ModuleAffinity final : public ReadyQueue {
       }
       first_[t] = counter++;
       stack.push_back({t, true});
-      for (auto it = trie[t].children.rbegin(); it != trie[t].children.rend(); ++it) stack.push_back({it->second, false});
+      for (auto it = children[t].rbegin(); it != children[t].rend(); ++it) stack.push_back({*it, false});
     }
     size_ = 1;
     while (size_ < counter) size_ *= 2;

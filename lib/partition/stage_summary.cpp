@@ -7,24 +7,26 @@
 #include <unordered_map>
 #include <utility>
 
+#include "support/error.h"
+
 namespace pipecut::partition {
 
-// One pass over the nodes, counting per module path the stage its nodes run
-// in (or that they are mixed); then a module is reported unless an enclosing
-// path is whole in the same stage.
+// One pass over the nodes, counting per module the stage its nodes run in
+// (or that they are mixed); then a module is reported unless an enclosing
+// path is whole in the same stage. Modules are counted by their frames' ids
+// (ir/module_paths.h), in an array: hashing each frame's path cost a cache
+// miss per frame at 10^5 nodes.
 std::vector<std::vector<std::string>> containedModules(const ir::Graph& g, const Assignment& a) {
   struct Count {
     int stage = -1;      // the one stage holding all of its nodes so far, or kMixed
     size_t nodes = 0;    // node runs counted (0: not seen yet)
   };
   constexpr int kMixed = -2;
-  std::unordered_map<std::string_view, Count> count;
-  // Sized up front as ModuleTree::build sizes its table (a module per ~4
-  // nodes at most): growing it rehashed every entry a dozen times, each a
-  // cache miss at 10^5 nodes.
-  count.reserve(g.nodes.size() / 4 + 16);
+  const ir::ModulePaths* table = nullptr;
+  std::vector<Count> count;         // by module id in `table`
+  std::vector<uint32_t> seen;       // ids counted, in first-seen order
   // A node with the stack (shared per module call) and the stage of the
-  // node before it changes no count's stage: skipped, not hashed again.
+  // node before it changes no count's stage: skipped, not counted again.
   const std::vector<ir::ModuleFrame>* lastStack = nullptr;
   int lastStage = -1;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -34,22 +36,27 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& g, const
     lastStack = stack;
     lastStage = st;
     for (const auto& f : g.nodes[i]->frames()) {
-      if (f.path.empty()) continue;
-      Count& c = count[f.path];
+      if (f.module == ir::ModulePaths::kRoot) continue;
+      if (f.paths != table) {
+        // One table per program (ir.h): ids of another would mean other paths.
+        if (table || !f.paths) internalError("graph", "module frames of two programs in one graph");
+        table = f.paths;
+        count.resize(table->size());
+      }
+      Count& c = count[f.module];
+      if (c.nodes == 0) seen.push_back(f.module);
       c.stage = c.nodes == 0 ? st : (c.stage == st ? st : kMixed);
       c.nodes++;
     }
   }
   std::vector<std::vector<std::string>> out(static_cast<size_t>(a.numStages));
-  for (const auto& [m, c] : count) {
+  for (uint32_t m : seen) {
+    const Count& c = count[m];
     if (c.stage < 0) continue;
     bool covered = false;
-    for (size_t dot = m.rfind('.'); dot != std::string_view::npos && !covered; dot = m.rfind('.', dot - 1)) {
-      auto up = count.find(m.substr(0, dot));
-      covered = up != count.end() && up->second.stage == c.stage;
-      if (dot == 0) break;
-    }
-    if (!covered) out[static_cast<size_t>(c.stage)].emplace_back(m);
+    for (uint32_t up = table->parent(m); up != ir::ModulePaths::kRoot && !covered; up = table->parent(up))
+      covered = count[up].nodes > 0 && count[up].stage == c.stage;
+    if (!covered) out[static_cast<size_t>(c.stage)].push_back(table->path(m));
   }
   for (auto& mods : out) std::sort(mods.begin(), mods.end());
   return out;

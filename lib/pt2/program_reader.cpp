@@ -69,23 +69,47 @@ struct ReaderCaches {
   struct PerKey {
     std::string key;
     std::unordered_map<std::string_view, Interned> table;
-    // The last text interned under this key. Consecutive nodes mostly repeat
-    // it (the nodes of one module call, of one source line): comparing with a
-    // hot copy skips hashing ~1 KB and probing the table.
-    Interned* last = nullptr;  // an entry of `table` (stable: node-based map)
+    // The texts interned last under this key, most recent first. Consecutive
+    // nodes mostly repeat one of a few (the nodes of one module call, of
+    // one source line; a module and the submodule it calls, in turn):
+    // comparing with hot copies skips hashing ~1 KB and probing the table.
+    static constexpr size_t kRecent = 4;
+    Interned* recent[kRecent] = {};  // entries of `table` (stable: node-based map)
   };
   std::vector<PerKey> keys;  // a handful, in order of first appearance
+  // Every frame's module path and call, numbered (ir/module_paths.h).
+  std::shared_ptr<ir::ModulePaths> modulePaths = std::make_shared<ir::ModulePaths>();
+
+  // Room for the module stacks of `nodes` nodes (a distinct stack per
+  // module call, a few nodes each): growing the tables rehashed 10^4 entries
+  // a dozen times, each a cache miss at 10^5 nodes.
+  void expectNodes(size_t nodes) {
+    expectedStacks = std::max(expectedStacks, nodes / 4 + 16);
+    modulePaths->reserve(expectedStacks);
+  }
+  size_t expectedStacks = 0;
 
   Interned& intern(std::string_view key, std::string_view text) {
     auto slot = std::find_if(keys.begin(), keys.end(), [&](const PerKey& e) { return e.key == key; });
-    if (slot == keys.end()) slot = keys.insert(keys.end(), PerKey{std::string(key), {}, nullptr});
-    if (slot->last && *slot->last->text == text) return *slot->last;
+    if (slot == keys.end()) {
+      slot = keys.insert(keys.end(), PerKey{std::string(key), {}, {}});
+      if (key == "nn_module_stack") slot->table.reserve(expectedStacks);
+    }
+    Interned** recent = slot->recent;
+    for (size_t k = 0; k < PerKey::kRecent && recent[k]; ++k)
+      if (*recent[k]->text == text) {
+        Interned* hit = recent[k];
+        std::copy_backward(recent, recent + k, recent + k + 1);
+        recent[0] = hit;
+        return *hit;
+      }
     auto it = slot->table.find(text);
     if (it == slot->table.end()) {
       auto s = std::make_shared<const std::string>(text);
       it = slot->table.emplace(std::string_view(*s), Interned{s, nullptr}).first;
     }
-    slot->last = &it->second;
+    std::copy_backward(recent, recent + PerKey::kRecent - 1, recent + PerKey::kRecent);
+    recent[0] = &it->second;
     return it->second;
   }
 };
@@ -105,6 +129,7 @@ class GraphReader {
 
     size_t i = 0;
     const size_t firstValue = g.values.size();
+    caches_.expectNodes(nodes.size());
     for (Element in : inputs) g.inputs.push_back(arg(in, Mode::Define, nullptr, wInputs[i++]));
 
     g.reserveValues(inputs.size() + nodes.size() + nodes.size() / 4);  // most nodes have one output
@@ -418,9 +443,12 @@ class GraphReader {
   const std::shared_ptr<const std::vector<ir::ModuleFrame>>& moduleStack(ReaderCaches::Interned& text,
                                                                           const Path& wm) {
     if (!text.stack) {
-      auto frames = ir::parseModuleStack(*text.text);
-      if (!frames) fail(wm["nn_module_stack"], "malformed nn_module_stack '" + *text.text + "'");
-      text.stack = std::make_shared<const std::vector<ir::ModuleFrame>>(std::move(*frames));
+      bool tooDeep = false;
+      text.stack = ir::parseModuleStack(*text.text, caches_.modulePaths, &tooDeep);
+      if (tooDeep)
+        fail(wm["nn_module_stack"], "module path nested deeper than " + std::to_string(ir::ModulePaths::kMaxDepth) +
+                                        " levels");
+      if (!text.stack) fail(wm["nn_module_stack"], "malformed nn_module_stack '" + *text.text + "'");
     }
     return text.stack;
   }
