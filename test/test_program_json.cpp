@@ -267,6 +267,18 @@ TEST_CASE("stacks parsed with one table share their frames' ids", "[json]") {
   auto t1 = ir::parseModuleStack("L__self__,,M;k,a,A");
   auto t2 = ir::parseModuleStack("L__self__,,M;k,a,A");
   CHECK(ir::sharedFrames(*t1, *t2) == 0);
+  // Walks that index by id take the first frame's table and refuse another's.
+  ir::FrameTable table;
+  CHECK(table.get() == nullptr);
+  CHECK(&table.of((*t1)[1]) == (*t1)[1].paths);
+  CHECK(&table.of((*t1)[0]) == (*t1)[1].paths);
+  try {
+    table.of((*t2)[1]);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Internal);
+    CHECK(std::string(e.what()).find("module frames of two programs in one graph") != std::string::npos);
+  }
 }
 
 TEST_CASE("symbolic sizes print as their symbol names", "[json]") {

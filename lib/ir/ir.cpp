@@ -264,6 +264,12 @@ const std::string& Node::modulePath() const {
   return f.empty() ? kEmpty : f.back().path;
 }
 
+const ModulePaths& FrameTable::of(const ModuleFrame& f) {
+  if (!table_) table_ = f.paths;
+  if (!f.paths || f.paths != table_) internalError("graph", "module frames of two programs in one graph");
+  return *table_;
+}
+
 const std::vector<ModuleFrame>& Node::frames() const {
   static const std::vector<ModuleFrame> kNone;
   return moduleStack ? *moduleStack : kNone;
@@ -416,16 +422,12 @@ std::shared_ptr<const std::vector<ModuleFrame>> parseModuleStack(std::string_vie
     // inputs of a dynamic-shape program) with this placeholder frame: they
     // belong to no module, and no spec can name it.
     if (parts[0] != "_empty_nn_module_stack_from_metadata_hook") {
-      uint32_t module, call;
-      if (!paths->recall(frames.size(), item, module, call)) {
-        module = paths->intern(parts[1]);
-        if (module == ModulePaths::kNone) {
-          if (tooDeep) *tooDeep = true;
-          return nullptr;
-        }
-        call = paths->internCall(parts[0], module);
-        paths->remember(frames.size(), item, module, call);
+      const uint32_t module = paths->intern(parts[1]);
+      if (module == ModulePaths::kNone) {
+        if (tooDeep) *tooDeep = true;
+        return nullptr;
       }
+      const uint32_t call = paths->internCall(parts[0], module);
       frames.push_back(ModuleFrame{std::move(parts[0]), std::move(parts[1]), std::move(parts[2]), paths.get(), module, call});
     }
     if (end == text.size()) break;

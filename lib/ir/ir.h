@@ -268,6 +268,18 @@ struct ModuleFrame {
   uint32_t call = 0;
 };
 
+// For walks that index arrays by frame ids: the table of the first frame
+// asked about, and an internal error for a frame of another table (ids
+// that would mean other paths), which one graph never holds.
+class FrameTable {
+ public:
+  const ModulePaths& of(const ModuleFrame& f);
+  const ModulePaths* get() const { return table_; }
+
+ private:
+  const ModulePaths* table_ = nullptr;
+};
+
 // What pass walks read (inputs, outputs, number, whether the node is a
 // higher-order op) shares the object's first cache line.
 struct Node {

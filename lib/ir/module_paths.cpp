@@ -43,13 +43,6 @@ uint32_t ModulePaths::internCall(std::string_view key, uint32_t path) {
   return id;
 }
 
-void ModulePaths::remember(size_t depth, std::string_view item, uint32_t module, uint32_t call) {
-  if (depth >= recent_.size()) recent_.resize(depth + 1);
-  recent_[depth].item.assign(item);
-  recent_[depth].module = module;
-  recent_[depth].call = call;
-}
-
 void ModulePaths::reserve(size_t paths) {
   ids_.reserve(paths);
   calls_.reserve(paths);

@@ -43,19 +43,6 @@ class ModulePaths {
   std::optional<uint32_t> find(std::string_view path) const;
   void reserve(size_t paths);  // room for this many paths and calls without rehashing
 
-  // The ids of the frame at `depth` of the stack parsed last, if its text
-  // was `item`: a deep model's next module call mostly repeats the outer
-  // frames of the last (the same layer), found by comparing a hot copy of
-  // their text where interning hashed a path and a key (a cache miss each
-  // at 10^5 nodes). remember() records a frame for the next stack.
-  bool recall(size_t depth, std::string_view item, uint32_t& module, uint32_t& call) const {
-    if (depth >= recent_.size() || recent_[depth].item != item) return false;
-    module = recent_[depth].module;
-    call = recent_[depth].call;
-    return true;
-  }
-  void remember(size_t depth, std::string_view item, uint32_t module, uint32_t call);
-
   const std::string& path(uint32_t id) const { return paths_[id]; }
   // "a.b" for "a.b.c" (up to the last '.'), the root for "a"; kNone for the root.
   uint32_t parent(uint32_t id) const { return parents_[id]; }
@@ -75,11 +62,6 @@ class ModulePaths {
     size_t operator()(const Call& c) const { return std::hash<std::string_view>{}(c.key) ^ (size_t{c.path} * 0x9E3779B97F4A7C15ull); }
   };
   std::deque<std::string> callKeys_;
-  struct Recent {
-    std::string item;
-    uint32_t module, call;
-  };
-  std::vector<Recent> recent_;  // by depth
   std::unordered_map<Call, uint32_t, CallHash> calls_;
 };
 

@@ -57,16 +57,12 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   ModuleInfo* root = &t.ensure("", created);
   // Frames name their module by id (ir/module_paths.h): each module is
   // looked up by path once, when its id is first met, and then found in
-  // this array. Frames of another table (never within one program) start
-  // it over, still correct.
-  const ModulePaths* table = nullptr;
+  // this array.
+  FrameTable table;
   std::vector<ModuleInfo*> byId;
   auto infoOf = [&](const ModuleFrame& f) -> ModuleInfo* {
-    if (!f.paths) return &t.ensure(f.path, created);
-    if (f.paths != table) {
-      table = f.paths;
-      byId.assign(table->size(), nullptr);
-    }
+    const ModulePaths& paths = table.of(f);
+    if (byId.empty()) byId.assign(paths.size(), nullptr);
     ModuleInfo*& slot = byId[f.module];
     if (!slot) slot = &t.ensure(f.path, created);
     return slot;

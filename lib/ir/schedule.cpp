@@ -8,7 +8,6 @@
 #include <string>
 #include <unordered_map>
 
-#include "support/error.h"
 
 namespace pipecut::ir {
 
@@ -93,7 +92,7 @@ class ModuleAffinity final : public ReadyQueue {
     child.reserve(expected);
     parent_.push_back(0);
     frameOf_.resize(g.nodes.size());
-    const ModulePaths* table = nullptr;
+    FrameTable table;  // checks that the call ids below are of one table
     // The nodes of one module call share one parsed stack (ir.h): each
     // distinct stack walks the trie once, not each node.
     std::unordered_map<const std::vector<ModuleFrame>*, size_t> frameOfStack;
@@ -112,11 +111,7 @@ class ModuleAffinity final : public ReadyQueue {
         size_t t = shared ? nodes.back() : 0;
         for (size_t k = shared; k < stack->size(); ++k) {
           const ModuleFrame& f = (*stack)[k];
-          if (f.paths != table) {
-            // One table per program (ir.h): ids of another would mean other calls.
-            if (table || !f.paths) internalError("graph", "module frames of two programs in one graph");
-            table = f.paths;
-          }
+          table.of(f);
           auto [it, fresh] = child.try_emplace((static_cast<uint64_t>(t) << 32) | f.call, parent_.size());
           if (fresh) {
             children[t].push_back(it->second);

@@ -92,18 +92,17 @@ class Membership {
     const auto& frames = node.frames();
     if (frames.empty()) return false;  // the root, which no named module contains
     const ir::ModuleFrame& f = frames.back();
-    if (!f.paths) return pathIn(f.path, module_);
-    if (f.paths != table_) {
-      table_ = f.paths;
+    const ir::ModulePaths& paths = table_.of(f);
+    if (answer_.empty()) {
       // Every path's ancestors are interned: a module that no frame names,
       // nor any path inside it, holds no node.
-      target_ = table_->find(module_).value_or(ir::ModulePaths::kNone);
-      answer_.assign(table_->size(), kUnknown);
+      target_ = paths.find(module_).value_or(ir::ModulePaths::kNone);
+      answer_.assign(paths.size(), kUnknown);
     }
     if (target_ == ir::ModulePaths::kNone) return false;
     chain_.clear();
     int8_t in = 0;
-    for (uint32_t id = f.module;; id = table_->parent(id)) {
+    for (uint32_t id = f.module;; id = paths.parent(id)) {
       if (answer_[id] != kUnknown) {
         in = answer_[id];
         break;
@@ -121,7 +120,7 @@ class Membership {
  private:
   static constexpr int8_t kUnknown = -1;
   std::string module_;
-  const ir::ModulePaths* table_ = nullptr;
+  ir::FrameTable table_;
   uint32_t target_ = ir::ModulePaths::kNone;
   std::vector<int8_t> answer_;  // by module id: 1 inside, 0 not, kUnknown
   std::vector<uint32_t> chain_;

@@ -7,7 +7,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "support/error.h"
 
 namespace pipecut::partition {
 
@@ -22,7 +21,7 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& g, const
     size_t nodes = 0;    // node runs counted (0: not seen yet)
   };
   constexpr int kMixed = -2;
-  const ir::ModulePaths* table = nullptr;
+  ir::FrameTable table;
   std::vector<Count> count;         // by module id in `table`
   std::vector<uint32_t> seen;       // ids counted, in first-seen order
   // A node with the stack (shared per module call) and the stage of the
@@ -37,12 +36,8 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& g, const
     lastStage = st;
     for (const auto& f : g.nodes[i]->frames()) {
       if (f.module == ir::ModulePaths::kRoot) continue;
-      if (f.paths != table) {
-        // One table per program (ir.h): ids of another would mean other paths.
-        if (table || !f.paths) internalError("graph", "module frames of two programs in one graph");
-        table = f.paths;
-        count.resize(table->size());
-      }
+      const ir::ModulePaths& paths = table.of(f);
+      if (count.empty()) count.resize(paths.size());
       Count& c = count[f.module];
       if (c.nodes == 0) seen.push_back(f.module);
       c.stage = c.nodes == 0 ? st : (c.stage == st ? st : kMixed);
@@ -54,9 +49,10 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& g, const
     const Count& c = count[m];
     if (c.stage < 0) continue;
     bool covered = false;
-    for (uint32_t up = table->parent(m); up != ir::ModulePaths::kRoot && !covered; up = table->parent(up))
+    const ir::ModulePaths& paths = *table.get();  // set: `seen` is not empty
+    for (uint32_t up = paths.parent(m); up != ir::ModulePaths::kRoot && !covered; up = paths.parent(up))
       covered = count[up].nodes > 0 && count[up].stage == c.stage;
-    if (!covered) out[static_cast<size_t>(c.stage)].push_back(table->path(m));
+    if (!covered) out[static_cast<size_t>(c.stage)].push_back(paths.path(m));
   }
   for (auto& mods : out) std::sort(mods.begin(), mods.end());
   return out;
