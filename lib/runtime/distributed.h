@@ -97,6 +97,8 @@ class DistContext {
   // setSendWindow says otherwise).
   void setSendWindow(size_t window) { window_ = std::max<size_t>(1, window); }
   void send(const at::Tensor& t, int dst, int tag, const Shape& shape);
+  // Lands on `device` over NCCL; over Gloo in host memory, whatever `device`
+  // says (Gloo carries host tensors): the caller moves it where it is used.
   at::Tensor recv(int src, int tag, const at::Device& device, const Shape& shape);
   void flush();  // waits for every outstanding send
   // The issuing thread is done (after flush): another may issue from now on.

@@ -594,6 +594,7 @@ class Trainer {
             continue;
           }
         } else if (leads) {
+          // Gloo receives into host memory: the sum is formed on the leader's device.
           g = dist_->recv(workerOf(c.stage), 1, valueOf(copies[0]).device(), shapeOf(valueOf(copies[0])));
         } else {
           continue;
@@ -604,7 +605,7 @@ class Trainer {
       for (const auto& c : copies) {
         if (isLocalStage(c.stage)) {
           if (leads) gradOf(c) = sum.to(valueOf(c).device()).clone();
-          else gradOf(c) = dist_->recv(leader, 2, valueOf(c).device(), shapeOf(valueOf(c)));
+          else gradOf(c) = dist_->recv(leader, 2, valueOf(c).device(), shapeOf(valueOf(c))).to(valueOf(c).device());
         } else if (leads && std::find(sentTo.begin(), sentTo.end(), workerOf(c.stage)) == sentTo.end()) {
           // one message per rank, whatever number of copies it holds
           int peer = workerOf(c.stage);
