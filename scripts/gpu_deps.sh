@@ -8,7 +8,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dest=$root/.gpu-deps
 pkgs=(libcli11-dev nlohmann-json3-dev libgloo-dev libprotobuf-dev libprotobuf32 libprotoc32 protobuf-compiler zlib1g
       libsimdjson-dev libsimdjson14 libssl-dev libssl3 libmimalloc-dev libmimalloc2.0 libzip-dev libzip4 zlib1g-dev
-      libxxhash-dev libxxhash0)
+      libxxhash-dev libxxhash0 libabsl-dev libabsl20220623)
 rm -rf "$dest" && mkdir -p "$dest/debs" "$dest/prefix"
 (cd "$dest/debs" && apt-get download "${pkgs[@]}" >/dev/null)
 for deb in "$dest"/debs/*.deb; do dpkg -x "$deb" "$dest/prefix"; done

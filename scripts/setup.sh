@@ -11,7 +11,7 @@ VENV="${PIPECUT_VENV:-$HOME/.cache/pipecut/venv-torch-$TORCH_VERSION}"
 # every gloo type in that class sits behind a pointer, and the symbols come from libtorch.
 APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libcli11-dev
               nlohmann-json3-dev catch2 libgloo-dev python3-venv
-              libsimdjson-dev libssl-dev libmimalloc-dev libzip-dev zlib1g-dev libxxhash-dev)
+              libsimdjson-dev libssl-dev libmimalloc-dev libzip-dev zlib1g-dev libxxhash-dev libabsl-dev)
 
 log() { echo "setup: $*" >&2; }
 

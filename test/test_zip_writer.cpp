@@ -7,6 +7,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -284,5 +285,57 @@ TEST_CASE("zip directory: sizes and offsets of 4 GB and more come from the zip64
   CHECK(refusal(archive(0xffffffff, 100, 0, "")) == "central directory entry 0: zip64 extra field missing");
   CHECK(refusal(archive(0xffffffff, 0xffffffff, 0xffffffff, zip64({big, big}, 16))) ==
         "central directory entry 0: zip64 extra field too short");
+  std::filesystem::remove(tmp);
+}
+
+TEST_CASE("archive reader: records come from the central directory, under one top folder", "[zip_writer]") {
+  using pipecut::pt2::ArchiveReader;
+  const std::string path = pipecut::test::fixture("mlp");
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  // The central directory's copy of a record name (after the 46-byte
+  // header); the local header's copy comes first in the file.
+  auto centralName = [&](const std::string& name) {
+    size_t at = bytes.rfind(name);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(bytes.compare(at - 46, 4, std::string("PK\x01\x02", 4)) == 0);
+    return at;
+  };
+  const std::string tmp = (std::filesystem::temp_directory_path() / "pipecut_archive_reader.pt2").string();
+  auto open = [&](const std::string& content) -> std::string {
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out << content;
+    }
+    try {
+      auto a = ArchiveReader::open(tmp);
+      std::string listed = a->topFolder() + ":";
+      for (const auto& r : a->records()) listed += " " + r;
+      return listed;
+    } catch (const pipecut::Error& e) {
+      CHECK(e.file() == tmp);
+      return e.message();
+    }
+  };
+  const std::string listed = open(bytes);
+  CHECK(listed.rfind("mlp: .data/serialization_id .data/version archive_format", 0) == 0);
+  {
+    auto a = ArchiveReader::open(path);
+    CHECK(a->records().size() == 19);
+    CHECK(std::is_sorted(a->records().begin(), a->records().end()));
+    CHECK(a->size("data/weights/weight_1") == a->bytes("data/weights/weight_1").size);
+    CHECK(!a->has("mlp/data/weights/weight_1"));  // names are relative to the top folder
+  }
+  std::string twice = bytes;  // weight_1 renamed weight_0 in the directory
+  twice[centralName("mlp/data/weights/weight_1") + std::string("mlp/data/weights/weight_").size()] = '0';
+  CHECK(open(twice) == "unreadable zip directory: record 'mlp/data/weights/weight_0' appears twice");
+  std::string outside = bytes;  // a record under another folder
+  outside[centralName("mlp/byteorder")] = 'x';
+  CHECK(open(outside) == "unreadable zip directory: record 'xlp/byteorder' is not under the top folder 'mlp/'");
+  CHECK(open("not a zip") ==
+        "not a valid .pt2 zip archive (truncated or not a zip file): end of central directory: missing: the file is "
+        "too short to be a zip");
+  CHECK(open(bytes.substr(0, bytes.size() - 30)) ==
+        "not a valid .pt2 zip archive (truncated or not a zip file): end of central directory: missing: not a zip file");
   std::filesystem::remove(tmp);
 }

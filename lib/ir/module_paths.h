@@ -20,8 +20,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 namespace pipecut::ir {
 
@@ -52,17 +53,18 @@ class ModulePaths {
  private:
   std::deque<std::string> paths_;  // a deque: the index's keys view these strings
   std::vector<uint32_t> parents_;
-  std::unordered_map<std::string_view, uint32_t> ids_;
+  absl::flat_hash_map<std::string_view, uint32_t> ids_;
   struct Call {
     uint32_t path;
     std::string_view key;  // a view of callKeys_
     bool operator==(const Call& o) const { return path == o.path && key == o.key; }
-  };
-  struct CallHash {
-    size_t operator()(const Call& c) const { return std::hash<std::string_view>{}(c.key) ^ (size_t{c.path} * 0x9E3779B97F4A7C15ull); }
+    template <class H>
+    friend H AbslHashValue(H h, const Call& c) {
+      return H::combine(std::move(h), c.path, c.key);
+    }
   };
   std::deque<std::string> callKeys_;
-  std::unordered_map<Call, uint32_t, CallHash> calls_;
+  absl::flat_hash_map<Call, uint32_t> calls_;
 };
 
 }  // namespace pipecut::ir

@@ -4,8 +4,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/node_hash_map.h>
 
 #include "ir/ir.h"
 
@@ -43,16 +44,21 @@ class ModuleTree {
   // `created`) if new. One hash of `path` when it exists.
   ModuleInfo& ensure(std::string_view path, Created& created);
   // Looked up by views (the FQNs' prefixes, the frames' paths) without
-  // making a string per lookup.
+  // making a string per lookup. Spelled out: Debian's Abseil has its own
+  // string_view, and its string hash takes no std::string_view.
   struct PathHash {
     using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    size_t operator()(std::string_view s) const { return absl::Hash<std::string_view>{}(s); }
+  };
+  struct PathEq {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
   };
   // Hashed, not ordered: a deep model has ~10 modules per layer, and an
   // ordered map's string comparisons (a cache miss each at 10^4 modules) made
   // building the tree the fastest-growing phase of a 10^5-node preview.
   // Node-based: a ModuleInfo's address is stable while the tree lives.
-  std::unordered_map<std::string, ModuleInfo, PathHash, std::equal_to<>> modules_;
+  absl::node_hash_map<std::string, ModuleInfo, PathHash, PathEq> modules_;
 };
 
 // "a.b.c" -> "a.b"; "a" -> ""

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "ir/ir.h"
 #include "pt2/zip_archive.h"
 
@@ -70,7 +72,7 @@ class TensorIndex {
   uint64_t bytes(std::string_view fqn) const;  // as Package::tensorBytes
 
  private:
-  std::unordered_map<std::string_view, const StoredTensor*> byFqn_;
+  absl::flat_hash_map<std::string_view, const StoredTensor*> byFqn_;
 };
 
 // Throws pipecut::Error (InvalidInput) naming the file and the offending

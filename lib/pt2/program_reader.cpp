@@ -5,8 +5,10 @@
 #include "pt2/program_json.h"
 
 #include <algorithm>
+#include <deque>
 #include <memory>
-#include <unordered_map>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "pt2/json_reader.h"
 #include "support/error.h"
@@ -68,15 +70,20 @@ struct ReaderCaches {
   // hash into a bucket array of the many, a cache miss per lookup.
   struct PerKey {
     std::string key;
-    std::unordered_map<std::string_view, Interned> table;
+    // Flat, keyed by views of `entries`' texts: a lookup reads one slot
+    // group and, on a probable hit, the text; the entries stay put.
+    absl::flat_hash_map<std::string_view, Interned*> table;
+    std::deque<Interned> entries;
     // The texts interned last under this key, most recent first. Consecutive
     // nodes mostly repeat one of a few (the nodes of one module call, of
     // one source line; a module and the submodule it calls, in turn):
     // comparing with hot copies skips hashing ~1 KB and probing the table.
     static constexpr size_t kRecent = 4;
-    Interned* recent[kRecent] = {};  // entries of `table` (stable: node-based map)
+    Interned* recent[kRecent] = {};  // of `entries`
   };
-  std::vector<PerKey> keys;  // a handful, in order of first appearance
+  // A deque: `entries` and `recent` point into a PerKey, which must not
+  // move (a vector copied them as it grew: a deque's move may throw).
+  std::deque<PerKey> keys;  // a handful, in order of first appearance
   // Every frame's module path and call, numbered (ir/module_paths.h).
   std::shared_ptr<ir::ModulePaths> modulePaths = std::make_shared<ir::ModulePaths>();
 
@@ -92,7 +99,7 @@ struct ReaderCaches {
   Interned& intern(std::string_view key, std::string_view text) {
     auto slot = std::find_if(keys.begin(), keys.end(), [&](const PerKey& e) { return e.key == key; });
     if (slot == keys.end()) {
-      slot = keys.insert(keys.end(), PerKey{std::string(key), {}, {}});
+      slot = keys.insert(keys.end(), PerKey{std::string(key), {}, {}, {}});
       if (key == "nn_module_stack") slot->table.reserve(expectedStacks);
     }
     Interned** recent = slot->recent;
@@ -106,11 +113,12 @@ struct ReaderCaches {
     auto it = slot->table.find(text);
     if (it == slot->table.end()) {
       auto s = std::make_shared<const std::string>(text);
-      it = slot->table.emplace(std::string_view(*s), Interned{s, nullptr}).first;
+      Interned& made = slot->entries.emplace_back(Interned{s, nullptr});
+      it = slot->table.emplace(std::string_view(*s), &made).first;
     }
     std::copy_backward(recent, recent + PerKey::kRecent - 1, recent + PerKey::kRecent);
-    recent[0] = &it->second;
-    return it->second;
+    recent[0] = it->second;
+    return *it->second;
   }
 };
 

@@ -1,9 +1,10 @@
 #pragma once
 // The .pt2 container: a zip written by PyTorch's stream writer, every record
-// under one top folder, stored uncompressed and 64-byte aligned. With
-// pt2/legacy_layout.cpp (LibTorch's unpickler for older layouts), this is the
-// only part of the core that touches LibTorch (its zip reader/writer), and it
-// keeps torch's types out of this header.
+// under one top folder, stored uncompressed and 64-byte aligned. Read from
+// our own parse of the central directory and a memory map; with
+// pt2/legacy_layout.cpp (LibTorch's unpickler for older layouts), this
+// target is the only part of the core that links LibTorch, and it keeps
+// torch's types out of this header.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -12,8 +13,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 namespace pipecut::pt2 {
 
@@ -69,8 +71,6 @@ class ArchiveReader {
 
  private:
   ArchiveReader() = default;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
   std::string path_, top_;
   std::vector<std::string> records_;
   std::map<std::string, MemoryRecord> memory_;  // memory-backed archives only
@@ -84,9 +84,9 @@ class ArchiveReader {
     uint64_t size = 0;
     uint64_t localHeaderOffset = 0;
   };
-  std::unordered_map<std::string, Entry> entries_;
+  absl::flat_hash_map<std::string, Entry> entries_;
   const Entry& entry(const std::string& name) const;  // throws for a missing record
-  const uint8_t* map_ = nullptr;
+  const uint8_t* map_ = nullptr;  // null for a memory-backed archive
   size_t mapSize_ = 0;
 };
 
