@@ -12,6 +12,7 @@ Writes OUTDIR/<target>/<name> for each target, in the targets' input formats:
   safetensors     testdata/models/*.ref.safetensors (the small ones)
   pickle          the data.pkl of every torch.save payload in those archives
                   (the older layouts' state dicts and constants, sample inputs)
+  archive         testdata/models/*.pt2 themselves (the small ones)
   manifest        with --pipecut: manifest.json ('j' + text) and manifest.pb
                   ('b' + bytes) of `pipecut split` over a few fixtures and their specs
 Python standard library only.
@@ -28,6 +29,7 @@ from pathlib import Path
 
 MANIFEST_FIXTURES = ["mlp.2", "skip.4", "nograd_seed.2", "multi_io.2", "gpt2_tied.2", "dynamic_batch.2"]
 MAX_SAFETENSORS = 1 << 20
+MAX_ARCHIVE = 64 << 10
 
 
 def write(out: Path, target: str, name: str, data: bytes) -> None:
@@ -74,6 +76,10 @@ def main() -> int:
                     size = max(sizes, default=8)
                     size = (size + 7) // 8 * 8
                     add("payload_config", f"{stem}.{parts[-1]}", size.to_bytes(8, "little") + z.read(name))
+
+    for pt2 in sorted(models.glob("*.pt2")):
+        if pt2.stat().st_size <= MAX_ARCHIVE:
+            add("archive", pt2.name, pt2.read_bytes())
 
     for spec in sorted((root / "testdata" / "specs").glob("*.json")):
         add("split_spec", spec.name, spec.read_bytes())

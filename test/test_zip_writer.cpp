@@ -339,3 +339,21 @@ TEST_CASE("archive reader: records come from the central directory, under one to
         "not a valid .pt2 zip archive (truncated or not a zip file): end of central directory: missing: not a zip file");
   std::filesystem::remove(tmp);
 }
+
+TEST_CASE("archive reader: an older layout's entry may not declare more bytes than its compressed ones hold", "[zip_writer]") {
+  // The entry's buffer is allocated at the declared size before inflating.
+  auto refusal = [](const std::string& name) {
+    try {
+      pipecut::pt2::ArchiveReader::open(pipecut::test::sourcePath("testdata/fuzz/archive/" + name));
+    } catch (const pipecut::Error& e) {
+      CHECK(e.kind() == pipecut::ErrorKind::InvalidInput);
+      return e.where() + ": " + e.message();
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal("root_level_size_beyond_deflate_ratio.zip") ==
+        "version: declares 104857600 bytes, more than its 6 deflated bytes can hold");
+  CHECK(refusal("root_level_declared_size_beyond_deflate.zip") ==
+        "version: compressed size 1701080942 beyond the file's 262 bytes");
+  CHECK(refusal("root_level_deflated.zip") == "accepted");
+}

@@ -35,12 +35,14 @@ namespace pipecut::fuzz {
 //   safetensors     the file's bytes
 //   pickle          a pickle (the data.pkl of a torch.save file), walked as
 //                   older .pt2 layouts are before LibTorch unpickles them
+//   archive         a .pt2 file (a zip): its central directory and records
 int program_json(const uint8_t* data, size_t size);
 int payload_config(const uint8_t* data, size_t size);
 int split_spec(const uint8_t* data, size_t size);
 int manifest(const uint8_t* data, size_t size);
 int safetensors(const uint8_t* data, size_t size);
 int pickle(const uint8_t* data, size_t size);
+int archive(const uint8_t* data, size_t size);
 
 struct Target {
   const char* name;
@@ -49,6 +51,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"program_json", program_json}, {"payload_config", payload_config}, {"split_spec", split_spec},
     {"manifest", manifest},         {"safetensors", safetensors},       {"pickle", pickle},
+    {"archive", archive},
 };
 
 // How the last run ended when it did not end in a finding: the step that
