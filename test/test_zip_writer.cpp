@@ -340,7 +340,7 @@ TEST_CASE("archive reader: records come from the central directory, under one to
   std::filesystem::remove(tmp);
 }
 
-TEST_CASE("archive reader: an older layout's entry may not declare more bytes than its compressed ones hold", "[zip_writer]") {
+TEST_CASE("archive reader: an older layout's entry is stored or deflated, and declares no more bytes than those hold", "[zip_writer]") {
   // The entry's buffer is allocated at the declared size before inflating.
   auto refusal = [](const std::string& name) {
     try {
@@ -355,5 +355,8 @@ TEST_CASE("archive reader: an older layout's entry may not declare more bytes th
         "version: declares 104857600 bytes, more than its 6 deflated bytes can hold");
   CHECK(refusal("root_level_declared_size_beyond_deflate.zip") ==
         "version: compressed size 1701080942 beyond the file's 262 bytes");
+  CHECK(refusal("root_level_stored_size_mismatch.zip") == "version: stored entry of 1000 bytes in 10");
+  CHECK(refusal("root_level_bzip2.zip") ==
+        "serialized_exported_program.json: compressed with method 12; pipecut reads stored and deflated entries");
   CHECK(refusal("root_level_deflated.zip") == "accepted");
 }

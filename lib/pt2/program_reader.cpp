@@ -81,8 +81,9 @@ struct ReaderCaches {
     static constexpr size_t kRecent = 4;
     Interned* recent[kRecent] = {};  // of `entries`
   };
-  // A deque: `entries` and `recent` point into a PerKey, which must not
-  // move (a vector copied them as it grew: a deque's move may throw).
+  // A deque: `table` and `recent` point into a PerKey's `entries`, so a
+  // PerKey must stay where it is made. A growing vector would copy it
+  // (std::deque's move constructor is not noexcept) and leave them dangling.
   std::deque<PerKey> keys;  // a handful, in order of first appearance
   // Every frame's module path and call, numbered (ir/module_paths.h).
   std::shared_ptr<ir::ModulePaths> modulePaths = std::make_shared<ir::ModulePaths>();

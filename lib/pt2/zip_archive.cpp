@@ -18,26 +18,31 @@ namespace pipecut::pt2 {
 
 namespace {
 
+// An older layout's entry gets its bytes allocated at the size its header
+// declares, before they are inflated: a size its compressed bytes cannot
+// inflate to (deflate expands at most 1032:1) would have a few bytes of file
+// ask for any amount of memory. torch's older layouts store or deflate their
+// records.
+void checkDeclaredSize(const zip_stat_t& st, uint64_t fileSize, const std::string& path, const std::string& name) {
+  auto fail = [&](const std::string& msg) { throw Error(ErrorKind::InvalidInput, path, name, msg); };
+  if (!(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD))
+    fail("unreadable: no compressed size or method");
+  if (st.comp_size > fileSize)
+    fail("compressed size " + std::to_string(st.comp_size) + " beyond the file's " + std::to_string(fileSize) + " bytes");
+  if (st.comp_method == ZIP_CM_STORE) {
+    if (st.size != st.comp_size) fail("stored entry of " + std::to_string(st.size) + " bytes in " + std::to_string(st.comp_size));
+  } else if (st.comp_method == ZIP_CM_DEFLATE) {
+    if (st.size / 1032 > st.comp_size)
+      fail("declares " + std::to_string(st.size) + " bytes, more than its " + std::to_string(st.comp_size) +
+           " deflated bytes can hold");
+  } else {
+    fail("compressed with method " + std::to_string(st.comp_method) + "; pipecut reads stored and deflated entries");
+  }
+}
+
 // A zip whose records sit at its root, not under a top folder:
 // the torch <= 2.7 layout. libzip reads it (zip64 and compressed entries
 // included) into memory; such files are converted, not streamed, anyway.
-// The entry's bytes are allocated at the size its header declares before
-// they are inflated: a size its compressed bytes cannot inflate to (deflate
-// expands at most 1032:1) would have a few bytes of file ask for any amount
-// of memory. torch's older layouts store or deflate their records.
-template <class Fail>
-void checkDeclaredSize(const zip_stat_t& st, uint64_t fileSize, Fail fail) {
-  if (!(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD) || st.comp_size > fileSize)
-    fail("compressed size " + std::to_string(st.comp_size) + " beyond the file's " + std::to_string(fileSize) + " bytes");
-  if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size)
-    fail("stored entry of " + std::to_string(st.size) + " bytes in " + std::to_string(st.comp_size));
-  else if (st.comp_method == ZIP_CM_DEFLATE && st.size / 1032 > st.comp_size)
-    fail("declares " + std::to_string(st.size) + " bytes, more than its " + std::to_string(st.comp_size) +
-         " deflated bytes can hold");
-  else if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
-    fail("compressed with method " + std::to_string(st.comp_method) + "; pipecut reads stored and deflated entries");
-}
-
 std::map<std::string, ArchiveReader::MemoryRecord> readRootZip(const std::string& path, uint64_t fileSize) {
   auto fail = [&](const std::string& where, const std::string& msg) {
     throw Error(ErrorKind::InvalidInput, path, where, msg);
@@ -66,7 +71,7 @@ std::map<std::string, ArchiveReader::MemoryRecord> readRootZip(const std::string
       fail("entry " + std::to_string(i), std::string("unreadable: ") + zip_strerror(z));
     std::string name = st.name;
     if (!name.empty() && name.back() == '/') continue;  // a directory entry
-    checkDeclaredSize(st, fileSize, [&](const std::string& msg) { fail(name, msg); });
+    checkDeclaredSize(st, fileSize, path, name);
     auto bytes = std::make_shared<std::string>(static_cast<size_t>(st.size), '\0');
     std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z, static_cast<zip_uint64_t>(i), 0), zip_fclose);
     if (!f) fail(name, std::string("unreadable: ") + zip_strerror(z));
