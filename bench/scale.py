@@ -147,13 +147,14 @@ def build_llama(path, size, layers):
     os.replace(path + ".tmp", path)
 
 
-def models(work):
+def models(work, nodes_only):
     import deep_program
 
     os.makedirs(work, exist_ok=True)
     paths = {"llama7b4": os.path.join(work, "llama7b4.pt2"), "llama4": os.path.join(work, "llama4.pt2"),
              "l2": os.path.join(work, "llama2_tiny.pt2")}
-    for name, size, layers in (("llama7b4", "7b", 4), ("llama4", "tiny", 4)):
+    # The node-count goals need only the deep programs: no 2 GB model for them.
+    for name, size, layers in () if nodes_only else (("llama7b4", "7b", 4), ("llama4", "tiny", 4)):
         if not os.path.exists(paths[name]):
             print(f"building {paths[name]} ...", flush=True)
             t0 = time.perf_counter()
@@ -380,7 +381,7 @@ def main():
 
     print(f"pipecut {args.pipecut}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; "
           f"work {args.work}", flush=True)
-    paths, specs, nodes = models(args.work)
+    paths, specs, nodes = models(args.work, args.nodes_only)
     goals = Goals()
     t0 = time.perf_counter()
     print("\n[nodes] preview time against node count", flush=True)
