@@ -65,6 +65,62 @@ TEST_CASE("topological order is stable and fixes out-of-order graphs", "[passes]
   ir::verify(p);
 }
 
+// The verifier answers a clean graph in one walk and re-checks any other
+// with the full two walks: the error and its precedence are those of the
+// full check (every node's outputs before any node's inputs).
+TEST_CASE("the verifier reports the full check's first error", "[passes]") {
+  auto program = [] {
+    return parse(test::programJson(Json::array({
+        test::tensorNode("torch.ops.aten.neg.default", {"x"}, "a"),
+        test::tensorNode("torch.ops.aten.exp.default", {"a"}, "b"),
+        test::tensorNode("torch.ops.aten.add.Tensor", {"b", "a"}, "out"),
+    })));
+  };
+  auto input = [](ir::Program& p, size_t node, size_t k) -> ir::Value*& {
+    return p.graph.nodes[node]->inputs[k].arg.refs[0].value;
+  };
+  {
+    ir::Program p = program();
+    ir::verify(p);
+    input(p, 1, 0) = p.graph.find("b");
+    CHECK_THROWS_WITH(ir::verify(p), "graph: node 'b' (aten.exp.default) uses value 'b' before its definition by "
+                                     "node 'b' (aten.exp.default)");
+    CHECK_THROWS_WITH(ir::verify(p, ir::VerifyOptions{false}), "graph: node 'b' (aten.exp.default) uses its own output 'b'");
+  }
+  {
+    ir::Program p = program();
+    input(p, 0, 0) = p.graph.find("b");
+    CHECK_THROWS_WITH(ir::verify(p), "graph: node 'a' (aten.neg.default) uses value 'b' before its definition by "
+                                     "node 'b' (aten.exp.default)");
+    ir::verify(p, ir::VerifyOptions{false});  // a cycle, but every value is defined
+  }
+  {
+    ir::Program p = program();
+    p.graph.find("b")->producer = p.graph.nodes[2].get();
+    CHECK_THROWS_WITH(ir::verify(p), "graph: node 'b' (aten.exp.default) outputs value 'b' produced elsewhere");
+  }
+  {
+    // Node 0 uses a later value and node 2 claims node 1's output: the
+    // output walk comes first.
+    ir::Program p = program();
+    input(p, 0, 0) = p.graph.find("out");
+    p.graph.find("b")->producer = p.graph.nodes[2].get();
+    CHECK_THROWS_WITH(ir::verify(p), "graph: node 'b' (aten.exp.default) outputs value 'b' produced elsewhere");
+  }
+  {
+    ir::Program p = program();
+    ir::Value* stray = p.graph.define("stray", ir::ValueKind::Tensor, nullptr);
+    input(p, 2, 1) = stray;
+    CHECK_THROWS_WITH(ir::verify(p), "graph: node 'out' (aten.add.Tensor) uses value 'stray', which nothing defines");
+  }
+  {
+    ir::Program other = program();
+    ir::Program p = program();
+    input(p, 1, 0) = other.graph.find("a");
+    CHECK_THROWS_WITH(ir::verify(p), "graph: node 'b' (aten.exp.default) refers to value 'a' of another graph scope");
+  }
+}
+
 TEST_CASE("node edges list each use, users ascending, and tell an ordered graph", "[passes]") {
   // out uses b twice and d; b uses a; d is listed first and independent.
   ir::Program p = parse(test::programJson(Json::array({

@@ -14,9 +14,6 @@ namespace {
 // lists the graph inputs that nothing kept reads.
 bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nullptr) {
   bool changed = false;
-  for (auto& n : g.nodes)
-    for (ir::Graph* sub : n->subgraphs()) changed |= sweep(*sub);
-
   // Per-value liveness in a vector indexed by Value::number; a value of
   // another scope (which the verifier refuses) counts as live.
   g.numberValues();
@@ -35,6 +32,10 @@ bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nu
     if (!used) continue;
     keep[i] = true;
     n.forEachInputValue(markLive);
+    // Bodies are swept here, not in a walk of their own (a cache miss per
+    // node at 10^5 nodes): a kept node's body does not change what the
+    // node reads, and a dropped node's body goes with it.
+    for (ir::Graph* sub : n.subgraphs()) changed |= sweep(*sub);
   }
   if (unusedInputs)
     for (const auto& in : g.inputs)
