@@ -175,4 +175,11 @@ TEST_CASE("tiedGroups lists the storages two or more stages hold, with every nam
   REQUIRE(groups.size() == 2);
   CHECK(groups[1].names == std::vector<std::string>{"table", "table_alias"});
   CHECK(groups[1].stages == std::vector<uint32_t>{0, 1});
+  // One name in two stages is a group of its own; none held twice, none.
+  lifted[2].push_back("norm.weight");
+  groups = partition::tiedGroups(whole, lifted);
+  REQUIRE(groups.size() == 3);
+  CHECK(groups[1].names == std::vector<std::string>{"norm.weight"});
+  CHECK(groups[1].stages == std::vector<uint32_t>{0, 2});
+  CHECK(partition::tiedGroups(whole, {{"embed.weight", "norm.weight"}, {"table"}}).empty());
 }

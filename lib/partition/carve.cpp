@@ -103,7 +103,7 @@ class Carver {
     std::vector<std::vector<std::string_view>> liftedTargets(stages_.size());
     for (size_t s = 0; s < stages_.size(); ++s)
       for (const Value* v : stages_[s].lifted) liftedTargets[s].push_back(p_.inputSpecs[specOf(v)].target);
-    c.manifest.tiedGroups = tiedGroups(whole_, liftedTargets);
+    c.manifest.tiedGroups = tiedGroups(whole_, tensors_, liftedTargets);
     return c;
   }
 

@@ -26,7 +26,11 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& graph, c
 // them. liftedTargets[s]: the FQNs stage s lifts, in any order (repeats
 // allowed). Groups ordered by storage (archive, then record); names sorted;
 // stages increasing.
+// A name in both tables means its weight (as pt2::TensorIndex).
 std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
+                                  const std::vector<std::vector<std::string_view>>& liftedTargets);
+// The same, with an index of `whole` the caller holds anyway.
+std::vector<TiedGroup> tiedGroups(const pt2::Package& whole, const pt2::TensorIndex& index,
                                   const std::vector<std::vector<std::string_view>>& liftedTargets);
 
 }  // namespace pipecut::partition
