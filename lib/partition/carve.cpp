@@ -100,10 +100,7 @@ class Carver {
     auto modules = containedModules(g_, a_);
     for (int s = 0; s < a_.numStages; ++s) c.stages.push_back(buildStage(s, std::move(modules[static_cast<size_t>(s)])));
     for (const auto& st : c.stages) c.manifest.stages.push_back(st.info);
-    std::vector<std::vector<std::string_view>> liftedTargets(stages_.size());
-    for (size_t s = 0; s < stages_.size(); ++s)
-      for (const Value* v : stages_[s].lifted) liftedTargets[s].push_back(p_.inputSpecs[specOf(v)].target);
-    c.manifest.tiedGroups = tiedGroups(whole_, tensors_, liftedTargets);
+    c.manifest.tiedGroups = tiedGroups(whole_, liftedTensors_);
     return c;
   }
 
@@ -394,6 +391,7 @@ class Carver {
   CarvedStage buildStage(int s, std::vector<std::string> modules) {
     const StageData& d = stages_[static_cast<size_t>(s)];
     CarvedStage out;
+    liftedTensors_.resize(stages_.size());
     pt2::Package& pkg = out.package;
     ir::Program& sp = pkg.program;
     pkg.modelName = "model";
@@ -429,7 +427,9 @@ class Carver {
       // checkpoints and `pipecut merge` must leave it out.
       if (orig.kind == ir::InputKind::Buffer && orig.persistent == std::optional<bool>(false))
         param.kind = "non_persistent_buffer";
-      param.bytes = tensors_.bytes(orig.target);
+      const pt2::StoredTensor* stored = tensors_.find(orig.target);
+      liftedTensors_[static_cast<size_t>(s)].push_back(stored);
+      param.bytes = stored ? stored->logicalBytes() : 0;
       out.info.parameters.push_back(param);
       out.info.parameterBytes += param.bytes;
     }
@@ -574,6 +574,7 @@ class Carver {
     for (size_t i = 0; i < keyed.size(); ++i) values[i] = keyed[i].second;
   }
   std::vector<StageData> stages_;
+  std::vector<std::vector<const pt2::StoredTensor*>> liftedTensors_;  // by stage, as `lifted` (tied groups)
   std::vector<std::unique_ptr<Value>> carriers_;              // 0-d tensors carrying symbolic values
   std::unordered_map<const Value*, const Value*> carrierOf_;  // symbolic value -> its carrier
   std::unordered_map<const Value*, const Value*> carried_;    // carrier -> the value it carries

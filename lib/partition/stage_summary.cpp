@@ -61,18 +61,22 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& g, const
 
 std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
                                   const std::vector<std::vector<std::string_view>>& liftedTargets) {
-  return tiedGroups(whole, pt2::TensorIndex(whole), liftedTargets);
+  const pt2::TensorIndex index(whole);
+  std::vector<std::vector<const pt2::StoredTensor*>> tensors(liftedTargets.size());
+  for (size_t s = 0; s < liftedTargets.size(); ++s)
+    for (std::string_view target : liftedTargets[s]) tensors[s].push_back(index.find(target));
+  return tiedGroups(whole, tensors);
 }
 
 // Storage identity: the same record of the same archive. A deep model has
 // 10^4 tensors, nearly all alone in their storage and lifted by one stage:
 // only storages that a second stage holds matter, and they are found from
-// the lifted names alone (one hash each). The package's tables, for the
+// the lifted tensors alone (one hash each). The package's tables, for the
 // other names of such a storage, are walked only when there is one.
 // (Sorting every stored tensor by record, and hashing every FQN, cost
 // 7 ms at 10^5 nodes, a cache miss per map node and string.)
-std::vector<TiedGroup> tiedGroups(const pt2::Package& whole, const pt2::TensorIndex& index,
-                                  const std::vector<std::vector<std::string_view>>& liftedTargets) {
+std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
+                                  const std::vector<std::vector<const pt2::StoredTensor*>>& liftedTensors) {
   using Storage = std::pair<const void*, std::string_view>;
   auto storageOf = [](const pt2::StoredTensor& t) { return Storage{t.data.source.get(), t.data.record}; };
   struct Held {
@@ -84,16 +88,15 @@ std::vector<TiedGroup> tiedGroups(const pt2::Package& whole, const pt2::TensorIn
     TiedGroup tied;
   };
   size_t lifted = 0;
-  for (const auto& targets : liftedTargets) lifted += targets.size();
+  for (const auto& tensors : liftedTensors) lifted += tensors.size();
   absl::flat_hash_map<Storage, Held> held;
   held.reserve(lifted);
   std::vector<Group> groups;
   // Stages in increasing order: each stage list comes out sorted, and a
   // repeat is the last entry.
-  for (size_t s = 0; s < liftedTargets.size(); ++s) {
+  for (size_t s = 0; s < liftedTensors.size(); ++s) {
     const auto stage = static_cast<uint32_t>(s);
-    for (std::string_view target : liftedTargets[s]) {
-      const pt2::StoredTensor* t = index.find(target);
+    for (const pt2::StoredTensor* t : liftedTensors[s]) {
       if (!t) continue;
       auto [it, fresh] = held.try_emplace(storageOf(*t), Held{stage});
       Held& h = it->second;

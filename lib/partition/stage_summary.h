@@ -29,8 +29,9 @@ std::vector<std::vector<std::string>> containedModules(const ir::Graph& graph, c
 // A name in both tables means its weight (as pt2::TensorIndex).
 std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
                                   const std::vector<std::vector<std::string_view>>& liftedTargets);
-// The same, with an index of `whole` the caller holds anyway.
-std::vector<TiedGroup> tiedGroups(const pt2::Package& whole, const pt2::TensorIndex& index,
-                                  const std::vector<std::vector<std::string_view>>& liftedTargets);
+// The same from the tensors each stage lifts (entries of `whole`'s tables;
+// nullptr for a name no table has), as the carver finds them anyway.
+std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
+                                  const std::vector<std::vector<const pt2::StoredTensor*>>& liftedTensors);
 
 }  // namespace pipecut::partition
