@@ -37,8 +37,9 @@ Goals (issue 8), all measured in this run on this machine:
              stages in one process) against `cp` of those files (<= 0.5).
   nodes      `pipecut split --preview` of deep-1600 against deep-160: time in
              main (PIPECUT_TIME_PHASES's total, i.e. beyond process start);
-             --repeat rounds, each a deep-1600 run between two deep-160 runs
-             (shared with the next round), the goal the median of the
+             after one unmeasured run of each, --repeat rounds (15), each a
+             deep-1600 run between two deep-160 runs (shared with the next
+             round), the goal the median of the
              per-round ratios: 10x the nodes <= 11x the time, and deep-1600
              <= 3 s beyond process start (median). The ratio of the medians
              and of the minima are printed too, wall time minus the median
@@ -321,6 +322,17 @@ def node_goals(args, paths, specs, nodes, goals):
     # steps of ~20% that last several seconds; comparing the median of five
     # 10^4 runs with the median of five 10^5 runs taken later compared two
     # such steps as often as the two sizes.
+    # One run of each size first, not counted: the first run after the
+    # programs are written (or after other work evicted them) pays for the
+    # page cache and the loader, 17x the 10^4 run once on a fresh --work.
+    # Per-round ratios spread over 8.3-12.7 on this VM, so the median of 9
+    # moved 9.8-11.0 between runs of one binary; 15 rounds narrow that.
+    preview(160)
+    preview(1600)
+    for layers in (160, 1600):
+        inside[layers].clear()
+        wall[layers].clear()
+        per_phase[layers].clear()
     preview(160)
     for _ in range(args.repeat):
         preview(1600)
@@ -367,7 +379,7 @@ def main():
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/pipecut/bench-scale"),
                     help="models are built here once and reused; outputs are written and removed here")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the 7B measurements (medians)")
-    ap.add_argument("--repeat", type=int, default=9, help="rounds of the node-count measurement (median ratio)")
+    ap.add_argument("--repeat", type=int, default=15, help="rounds of the node-count measurement (median ratio)")
     ap.add_argument("--skip-pipeline", action="store_true", help="leave out the comparison with pipeline()")
     ap.add_argument("--nodes-only", action="store_true", help="only the node-count goals")
     args = ap.parse_args()
