@@ -131,10 +131,13 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
   load.moduleContiguous = true;
   load.verifyEach = r.verifyEach;
   pt2::Package pkg = loadNormalized(r.model, load);
+  // The module tree and carving both look the lifted tensors up by name;
+  // nothing changes the package's tables from here on.
+  const pt2::TensorIndex tensors(pkg);
   ir::ModuleTree tree;
   try {
     support::ScopedPhase phase("module tree");
-    tree = ir::ModuleTree::build(pkg.program, pkg.liftedTensorBytes());
+    tree = ir::ModuleTree::build(pkg.program, pkg.liftedTensorBytes(tensors));
   } catch (const Error& e) {
     e.rethrowWithFile(r.model);
   }
@@ -152,7 +155,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
     partition::CarveOptions co;
     co.recompute = r.recompute;
     co.programs = !r.preview;  // a preview reports the cut; it builds no stage program
-    carving = partition::carve(pkg, assignment, co);
+    carving = partition::carve(pkg, tensors, assignment, co);
   } catch (const Error& e) {
     throw Error(e.kind(), balancing ? r.model : r.spec, e.where(), e.message());
   }

@@ -40,13 +40,13 @@ constexpr size_t kMaxModuleDepth = ModulePaths::kMaxDepth;
 
 // `where` makes the error's location, only when there is an error.
 template <class Where>
-void checkDepth(const std::string& path, Where&& where) {
+void checkDepth(std::string_view path, Where&& where) {
   if (static_cast<size_t>(std::count(path.begin(), path.end(), '.')) >= kMaxModuleDepth)
     invalidInput(where(), "module path nested deeper than " + std::to_string(kMaxModuleDepth) + " levels");
 }
 }  // namespace
 
-ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors) {
+ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::string_view, uint64_t>>& tensors) {
   ModuleTree t;
   // A deep model has about as many modules as module calls, a few per ten
   // nodes: room up front spares rehashing 10^4 entries.
@@ -98,9 +98,9 @@ ModuleTree ModuleTree::build(const Program& p, const std::vector<std::pair<std::
   for (const auto& tensor : tensors) {
     // Named, not a structured binding: clang before 16 (the fuzz build's
     // clang-14) cannot capture one in a lambda.
-    const std::string& fqn = tensor.first;
+    const std::string_view fqn = tensor.first;
     const uint64_t bytes = tensor.second;
-    checkDepth(fqn, [&] { return "tensor '" + fqn.substr(0, 200) + "'"; });
+    checkDepth(fqn, [&] { return "tensor '" + std::string(fqn.substr(0, 200)) + "'"; });
     const std::string_view parent = parentOf(fqn);
     if (!lastModule || parent != lastParent) {
       lastModule = &t.ensure(parent, created);

@@ -25,7 +25,7 @@ struct ModuleInfo {
 class ModuleTree {
  public:
   // `tensors`: (FQN, bytes) of every parameter and buffer.
-  static ModuleTree build(const Program& p, const std::vector<std::pair<std::string, uint64_t>>& tensors);
+  static ModuleTree build(const Program& p, const std::vector<std::pair<std::string_view, uint64_t>>& tensors);
 
   const ModuleInfo* find(const std::string& path) const;
   const ModuleInfo& root() const { return modules_.at(""); }

@@ -6,7 +6,8 @@
 #include <optional>
 #include <queue>
 #include <string>
-#include <unordered_map>
+
+#include <absl/container/flat_hash_map.h>
 
 
 namespace pipecut::ir {
@@ -84,7 +85,7 @@ class ModuleAffinity final : public ReadyQueue {
     // Trie nodes' children by (trie node, call id): calls are interned per
     // program (ir/module_paths.h), so a frame is found without comparing
     // its key and path strings.
-    std::unordered_map<uint64_t, size_t> child;
+    absl::flat_hash_map<uint64_t, size_t> child;
     std::vector<std::vector<size_t>> children(1);
     // A deep model has a module call per few nodes: room up front spares
     // rehashing 10^4 entries a dozen times, a cache miss each at 10^5 nodes.
@@ -95,7 +96,7 @@ class ModuleAffinity final : public ReadyQueue {
     FrameTable table;  // checks that the call ids below are of one table
     // The nodes of one module call share one parsed stack (ir.h): each
     // distinct stack walks the trie once, not each node.
-    std::unordered_map<const std::vector<ModuleFrame>*, size_t> frameOfStack;
+    absl::flat_hash_map<const std::vector<ModuleFrame>*, size_t> frameOfStack;
     frameOfStack.reserve(expected);
     // A new stack mostly shares its outer frames with the last new one (the
     // same layer): those trie nodes are taken from it, without a lookup.

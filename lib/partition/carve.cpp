@@ -88,8 +88,8 @@ std::string flatSpec(size_t n, bool argsKwargs) {
 
 class Carver {
  public:
-  Carver(const pt2::Package& whole, const Assignment& a, const CarveOptions& o)
-      : whole_(whole), tensors_(whole), p_(whole.program), g_(whole.program.graph), a_(a), opt_(o) {}
+  Carver(const pt2::Package& whole, const pt2::TensorIndex& index, const Assignment& a, const CarveOptions& o)
+      : whole_(whole), tensors_(index), p_(whole.program), g_(whole.program.graph), a_(a), opt_(o) {}
 
   Carving run() {
     index();
@@ -536,7 +536,7 @@ class Carver {
   }
 
   const pt2::Package& whole_;
-  const pt2::TensorIndex tensors_;  // every stage asks about each of its lifted tensors
+  const pt2::TensorIndex& tensors_;  // every stage asks about each of its lifted tensors
   const ir::Program& p_;
   const ir::Graph& g_;
   const Assignment& a_;
@@ -616,7 +616,11 @@ std::vector<SymbolRange> symbolRanges(const Manifest& m, const ir::Json& constra
 }  // namespace
 
 Carving carve(const pt2::Package& whole, const Assignment& a, const CarveOptions& o) {
-  Carving c = Carver(whole, a, o).run();
+  return carve(whole, pt2::TensorIndex(whole), a, o);
+}
+
+Carving carve(const pt2::Package& whole, const pt2::TensorIndex& index, const Assignment& a, const CarveOptions& o) {
+  Carving c = Carver(whole, index, a, o).run();
   // Manifest outputs: where each flat user output comes from.
   const ir::Program& p = whole.program;
   std::unordered_map<const Value*, uint32_t> userInputIndex;

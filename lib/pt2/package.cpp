@@ -46,9 +46,12 @@ uint64_t Package::tensorBytes(const std::string& fqn) const {
   return t ? t->logicalBytes() : 0;
 }
 
-std::vector<std::pair<std::string, uint64_t>> Package::liftedTensorBytes() const {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  TensorIndex index(*this);
+std::vector<std::pair<std::string_view, uint64_t>> Package::liftedTensorBytes() const {
+  return liftedTensorBytes(TensorIndex(*this));
+}
+
+std::vector<std::pair<std::string_view, uint64_t>> Package::liftedTensorBytes(const TensorIndex& index) const {
+  std::vector<std::pair<std::string_view, uint64_t>> out;
   for (const auto& s : program.inputSpecs)
     if (s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer) out.emplace_back(s.target, index.bytes(s.target));
   return out;

@@ -17,6 +17,8 @@
 
 namespace pipecut::pt2 {
 
+class TensorIndex;
+
 // Bytes that live either in a source archive or in memory.
 struct Blob {
   std::shared_ptr<const ArchiveReader> source;
@@ -55,8 +57,11 @@ struct Package {
   const StoredTensor* find(const std::string& fqn) const;
   uint64_t tensorBytes(const std::string& fqn) const;  // 0 when absent or symbolic
   // (FQN, bytes) of every parameter and buffer the signature lifts, in
-  // signature order: what ir::ModuleTree::build takes.
-  std::vector<std::pair<std::string, uint64_t>> liftedTensorBytes() const;
+  // signature order: what ir::ModuleTree::build takes. The FQNs view the
+  // input specs' targets. With the index of this package a caller holds
+  // anyway, if it has one (building one walks both tables).
+  std::vector<std::pair<std::string_view, uint64_t>> liftedTensorBytes() const;
+  std::vector<std::pair<std::string_view, uint64_t>> liftedTensorBytes(const TensorIndex& index) const;
 };
 
 // A package's lifted tensors by FQN, hashed, as Package::find resolves them
