@@ -325,11 +325,18 @@ void Graph::pruneValues() {
   };
   for (const auto& in : inputs) in.forEachValue(mark);
   for (const auto& n : nodes) n->forEachOutputValue(mark);
-  if (std::find(live.begin(), live.end(), 0) == live.end()) return;
+  pruneValues(live);
+}
+
+void Graph::pruneValues(const std::vector<char>& defined) {
+  if (defined.size() != values.size())
+    throw Error(ErrorKind::Internal, "", "graph", "pruneValues: flags for " + std::to_string(defined.size()) +
+                                                      " values, the graph has " + std::to_string(values.size()));
+  if (std::find(defined.begin(), defined.end(), 0) == defined.end()) return;
   std::vector<std::unique_ptr<Value>> kept;
   kept.reserve(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    if (live[i]) kept.push_back(std::move(values[i]));
+    if (defined[i]) kept.push_back(std::move(values[i]));
     else byName_.erase(values[i].get());
   }
   values = std::move(kept);

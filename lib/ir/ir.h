@@ -359,6 +359,12 @@ struct Graph {
   bool owns(const Value* v) const { return v && v->number < values.size() && values[v->number].get() == v; }
   // Drops Values no longer defined by an input or a node (after passes remove nodes).
   void pruneValues();
+  // The same for a caller that has just walked the graph and knows which
+  // values an input or a node still defines: keeps values[i] where
+  // defined[i], with `values` as numberValues() last numbered it (nothing
+  // added or removed since). Spares pruneValues' walk over every node's
+  // outputs, a cache miss per node at 10^5 nodes.
+  void pruneValues(const std::vector<char>& defined);
   size_t nodeCountRecursive() const;
 
  private:

@@ -10,19 +10,33 @@ namespace pipecut::passes {
 
 namespace {
 
-// Drops g's dead nodes (in nested bodies too). With `unusedInputs`, also
-// lists the graph inputs that nothing kept reads.
-bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nullptr) {
+// What sweeping the top-level graph leaves to the pass: the graph inputs
+// that nothing kept reads, and which values are still defined (by value
+// number), so that the values of dropped nodes and dropped placeholders go
+// in one compaction (Graph::pruneValues(defined)) instead of two walks over
+// every node's outputs.
+struct TopLevel {
+  std::unordered_set<const ir::Value*> unusedInputs;
+  std::vector<char> defined;
+};
+
+// Drops g's dead nodes (in nested bodies too) and, unless `top` takes them,
+// their values.
+bool sweep(ir::Graph& g, TopLevel* top = nullptr) {
   bool changed = false;
   // Per-value liveness in a vector indexed by Value::number; a value of
   // another scope (which the verifier refuses) counts as live.
   g.numberValues();
-  std::vector<char> live(g.values.size(), 0);
+  std::vector<char> live(g.values.size(), 0), defined(g.values.size(), 0);
   auto markLive = [&](ir::Value* v) {
     if (g.owns(v)) live[v->number] = 1;
   };
+  auto markDefined = [&](ir::Value* v) {
+    if (g.owns(v)) defined[v->number] = 1;
+  };
   auto isLive = [&](const ir::Value* v) { return !g.owns(v) || live[v->number]; };
   for (const auto& out : g.outputs) out.forEachValue(markLive);
+  for (const auto& in : g.inputs) in.forEachValue(markDefined);
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     ir::prefetchWalk(g, i, -1);
@@ -31,16 +45,17 @@ bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nu
     n.forEachOutputValue([&](ir::Value* v) { used |= isLive(v); });
     if (!used) continue;
     keep[i] = true;
+    n.forEachOutputValue(markDefined);
     n.forEachInputValue(markLive);
     // Bodies are swept here, not in a walk of their own (a cache miss per
     // node at 10^5 nodes): a kept node's body does not change what the
     // node reads, and a dropped node's body goes with it.
     for (ir::Graph* sub : n.subgraphs()) changed |= sweep(*sub);
   }
-  if (unusedInputs)
+  if (top)
     for (const auto& in : g.inputs)
       in.forEachValue([&](ir::Value* v) {
-        if (!isLive(v)) unusedInputs->insert(v);
+        if (!isLive(v)) top->unusedInputs.insert(v);
       });
   std::vector<std::unique_ptr<ir::Node>> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -48,7 +63,8 @@ bool sweep(ir::Graph& g, std::unordered_set<const ir::Value*>* unusedInputs = nu
     else changed = true;
   }
   g.nodes = std::move(kept);
-  if (changed) g.pruneValues();
+  if (top) top->defined = std::move(defined);
+  else if (changed) g.pruneValues(defined);
   return changed;
 }
 
@@ -58,21 +74,24 @@ Pass deadCodePass() {
   return {"dead-code", [](ir::Program& p) {
     // Placeholders nothing kept reads: the sweep's liveness says so, without
     // another walk over every node's inputs.
-    std::unordered_set<const ir::Value*> unused;
-    bool changed = sweep(p.graph, &unused);
+    TopLevel top;
+    bool changed = sweep(p.graph, &top);
     std::vector<bool> drop(p.inputSpecs.size(), false);
     bool anyDropped = false;
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
       const ir::InputSpec& s = p.inputSpecs[i];
       bool lifted = s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
                     s.kind == ir::InputKind::TensorConstant;
-      drop[i] = lifted && unused.count(s.arg.value());
+      drop[i] = lifted && top.unusedInputs.count(s.arg.value());
+      if (drop[i] && p.graph.owns(s.arg.value())) top.defined[s.arg.value()->number] = 0;
       anyDropped |= drop[i];
     }
     if (anyDropped) {
-      dropInputs(p, drop);
+      dropInputs(p, drop, /*pruneValues=*/false);
       changed = true;
     }
+    // Numbered by the sweep; nothing added or removed a value since.
+    if (changed) p.graph.pruneValues(top.defined);
     return changed;
   }};
 }

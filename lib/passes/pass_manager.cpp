@@ -65,7 +65,7 @@ void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to) {
 
 namespace pipecut::passes {
 
-void dropInputs(ir::Program& p, const std::vector<bool>& drop) {
+void dropInputs(ir::Program& p, const std::vector<bool>& drop, bool pruneValues) {
   std::vector<ir::InputSpec> specs;
   std::vector<ir::Argument> inputs;
   for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
@@ -75,7 +75,7 @@ void dropInputs(ir::Program& p, const std::vector<bool>& drop) {
   }
   p.inputSpecs = std::move(specs);
   p.graph.inputs = std::move(inputs);
-  p.graph.pruneValues();
+  if (pruneValues) p.graph.pruneValues();
 }
 
 }  // namespace pipecut::passes

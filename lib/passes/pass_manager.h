@@ -65,7 +65,8 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to);
 bool hasSideEffects(const ir::Node& node);  // must not be removed (mutation, RNG, assertions)
 bool changesState(const ir::Node& node);    // must not be duplicated (mutation, RNG); assertions may be
-// Removes the placeholders (and their signature entries) marked in `drop`.
-void dropInputs(ir::Program& p, const std::vector<bool>& drop);
+// Removes the placeholders (and their signature entries) marked in `drop`;
+// with pruneValues false, leaves their values to the caller.
+void dropInputs(ir::Program& p, const std::vector<bool>& drop, bool pruneValues = true);
 
 }  // namespace pipecut::passes
