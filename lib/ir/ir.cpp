@@ -291,6 +291,7 @@ Value* Graph::define(const std::string& name, ValueKind kind, Node* producer) {
   Value* v = defineUnindexed(name, kind, producer);
   if (byName_.insert(v)) return v;
   values.pop_back();
+  numberedCount_ = kNotNumbered;
   return nullptr;
 }
 
@@ -300,6 +301,7 @@ Value* Graph::defineUnindexed(const std::string& name, ValueKind kind, Node* pro
   v->kind = kind;
   v->producer = producer;
   values.push_back(std::move(v));
+  numberedCount_ = kNotNumbered;
   return values.back().get();
 }
 
@@ -314,7 +316,9 @@ void Graph::reserveValues(size_t n) {
 }
 
 void Graph::numberValues() const {
+  if (numberedCount_ == values.size()) return;
   for (size_t i = 0; i < values.size(); ++i) values[i]->number = i;
+  numberedCount_ = values.size();
 }
 
 void Graph::pruneValues() {
@@ -340,6 +344,7 @@ void Graph::pruneValues(const std::vector<char>& defined) {
     else byName_.erase(values[i].get());
   }
   values = std::move(kept);
+  numberedCount_ = kNotNumbered;
 }
 
 size_t Graph::nodeCountRecursive() const {
