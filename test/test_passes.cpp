@@ -121,6 +121,37 @@ TEST_CASE("the verifier reports the full check's first error", "[passes]") {
   }
 }
 
+// numberValues skips the walk when nothing changed `values`; every change
+// must make the next call number again.
+TEST_CASE("value numbers follow every change to a graph's values", "[passes]") {
+  ir::Program p = parse(test::programJson(Json::array({
+      test::tensorNode("torch.ops.aten.neg.default", {"x"}, "a"),
+      test::tensorNode("torch.ops.aten.exp.default", {"a"}, "b"),
+      test::tensorNode("torch.ops.aten.add.Tensor", {"b", "a"}, "out"),
+  })));
+  ir::Graph& g = p.graph;
+  auto numbered = [&] {
+    g.numberValues();
+    for (size_t i = 0; i < g.values.size(); ++i)
+      if (g.values[i]->number != i || !g.owns(g.values[i].get())) return false;
+    return true;
+  };
+  CHECK(numbered());
+  ir::Value* stray = g.define("stray", ir::ValueKind::Tensor, nullptr);
+  CHECK(numbered());
+  CHECK(g.values.back().get() == stray);
+  CHECK(g.define("stray", ir::ValueKind::Tensor, nullptr) == nullptr);  // taken: nothing added
+  CHECK(numbered());
+  // "stray" and "b" go: "b"'s producer is dropped with it.
+  g.nodes[2]->inputs[0].arg.refs[0].value = g.find("a");
+  g.nodes.erase(g.nodes.begin() + 1);
+  g.pruneValues();
+  CHECK(g.find("b") == nullptr);
+  CHECK(g.find("stray") == nullptr);
+  CHECK(numbered());
+  ir::verify(p);
+}
+
 TEST_CASE("node edges list each use, users ascending, and tell an ordered graph", "[passes]") {
   // out uses b twice and d; b uses a; d is listed first and independent.
   ir::Program p = parse(test::programJson(Json::array({
