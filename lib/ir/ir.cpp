@@ -291,7 +291,6 @@ Value* Graph::define(const std::string& name, ValueKind kind, Node* producer) {
   Value* v = defineUnindexed(name, kind, producer);
   if (byName_.insert(v)) return v;
   values.pop_back();
-  numberedCount_ = kNotNumbered;
   return nullptr;
 }
 

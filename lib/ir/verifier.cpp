@@ -11,6 +11,21 @@ namespace {
 
 std::string describe(const Node& n) { return "node '" + n.label() + "' (" + n.opName() + ")"; }
 
+// isHigherOrder() cached before the target was rewritten (the cache's
+// soundness rests on targets never being rewritten: ir.h).
+bool higherOrderCacheStale(const Node& n) {
+  return n.higherOrderCache >= 0 && (n.higherOrderCache != 0) != n.targetIsHigherOrder();
+}
+
+// A graph argument of a node that is not a higher-order op (only those
+// have bodies), or nullptr.
+const NamedArgument* strayGraphArgument(const Node& n) {
+  if (n.isHigherOrder()) return nullptr;
+  for (const NamedArgument& in : n.inputs)
+    if (in.arg.tag == ArgTag::Graph) return &in;
+  return nullptr;
+}
+
 // Value -> where it is defined: 0 = a graph input, i+1 = node i. Values of
 // this scope only, indexed by Value::number; kUndefined until defined.
 constexpr size_t kUndefined = static_cast<size_t>(-1);
@@ -31,11 +46,7 @@ bool cleanInOrder(const Graph& g, std::vector<size_t>& definedAt) {
       ok &= g.owns(v) && v->producer == &n && definedAt[v->number] == kUndefined;
       if (ok) definedAt[v->number] = i + 1;
     });
-    if (!ok) return false;
-    if (n.higherOrderCache >= 0 && (n.higherOrderCache != 0) != n.targetIsHigherOrder()) return false;
-    if (!n.isHigherOrder())
-      for (const NamedArgument& in : n.inputs)
-        if (in.arg.tag == ArgTag::Graph) return false;
+    if (!ok || higherOrderCacheStale(n) || strayGraphArgument(n)) return false;
   }
   return true;
 }
@@ -101,13 +112,11 @@ void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& 
                                   describe(*v->producer));
         if (at == i + 1) invalidInput(where, describe(n) + " uses its own output '" + v->name + "'");
       });
-      if (n.higherOrderCache >= 0 && (n.higherOrderCache != 0) != n.targetIsHigherOrder())
+      if (higherOrderCacheStale(n))
         throw Error(ErrorKind::Internal, "", where,
                     describe(n) + ": target rewritten after isHigherOrder() cached it (now " + n.target + ")");
-      if (!n.isHigherOrder())
-        for (const NamedArgument& in : n.inputs)
-          if (in.arg.tag == ArgTag::Graph)
-            invalidInput(where, describe(n) + " has a graph argument '" + in.name + "' but is not a higher-order op");
+      if (const NamedArgument* in = strayGraphArgument(n))
+        invalidInput(where, describe(n) + " has a graph argument '" + in->name + "' but is not a higher-order op");
       verifyBodies(n);
     }
   }
@@ -118,6 +127,7 @@ void verifyGraph(const Graph& g, const std::string& where, const VerifyOptions& 
     });
   }
 }
+
 void verify(const Program& p, const VerifyOptions& opt) {
   const Graph& g = p.graph;
   verifyGraph(g, "graph", opt);

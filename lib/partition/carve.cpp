@@ -98,6 +98,7 @@ class Carver {
     Carving c;
     c.manifest = manifestSkeleton();
     auto modules = containedModules(g_, a_);
+    liftedTensors_.resize(stages_.size());  // buildStage fills them
     for (int s = 0; s < a_.numStages; ++s) c.stages.push_back(buildStage(s, std::move(modules[static_cast<size_t>(s)])));
     for (const auto& st : c.stages) c.manifest.stages.push_back(st.info);
     c.manifest.tiedGroups = tiedGroups(whole_, liftedTensors_);
@@ -391,7 +392,6 @@ class Carver {
   CarvedStage buildStage(int s, std::vector<std::string> modules) {
     const StageData& d = stages_[static_cast<size_t>(s)];
     CarvedStage out;
-    liftedTensors_.resize(stages_.size());
     pt2::Package& pkg = out.package;
     ir::Program& sp = pkg.program;
     pkg.modelName = "model";
