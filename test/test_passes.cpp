@@ -150,6 +150,12 @@ TEST_CASE("value numbers follow every change to a graph's values", "[passes]") {
   CHECK(g.find("stray") == nullptr);
   CHECK(numbered());
   ir::verify(p);
+  // Flags for another number of values are a caller's bug, not a pruning.
+  const size_t before = g.values.size();
+  CHECK_THROWS_WITH(g.pruneValues(std::vector<char>(before + 1, 1)),
+                    "graph: pruneValues: flags for " + std::to_string(before + 1) + " values, the graph has " +
+                        std::to_string(before));
+  CHECK(g.values.size() == before);
 }
 
 TEST_CASE("node edges list each use, users ascending, and tell an ordered graph", "[passes]") {
