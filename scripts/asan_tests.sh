@@ -25,10 +25,11 @@ cmake --build "$asan" -j2 --target pipecut_tests >&2
 build_s=$((SECONDS - start))
 # The readers, passes, manifest, safetensors, carving, packages (LibTorch's zip
 # reader only), the CLI (inspect, normalize, refusals), checkpoints and merge,
-# the training schedules and their message orders, and the zip writer (LibTorch's
-# writer only as the reference). [split], [emit] and
+# the training schedules and their message orders, the zip writer (LibTorch's
+# writer only as the reference), and the safety rules (destinations, store
+# messages, failure texts, option parsing). [split], [emit] and
 # [compare] run LibTorch; a new tag runs only once it is added here.
-ALLOWED=(json passes manifest carve package cli safetensors checkpoint train_schedule zip_writer)
+ALLOWED=(json passes manifest carve package cli safetensors checkpoint train_schedule zip_writer safety)
 mapfile -t have < <("$asan/test/pipecut_tests" --list-tags | grep -o '\[[^]]*\]' | tr -d '[]' | sort -u)
 run=() skipped=()
 for tag in "${have[@]}"; do

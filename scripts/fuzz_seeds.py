@@ -15,10 +15,13 @@ Writes OUTDIR/<target>/<name> for each target, in the targets' input formats:
   archive         testdata/models/*.pt2 themselves (the small ones)
   manifest        with --pipecut: manifest.json ('j' + text) and manifest.pb
                   ('b' + bytes) of `pipecut split` over a few fixtures and their specs
+  run_options     pipecut-run command lines (NUL-separated) as the tests and README give them
+  control_messages one of each rendezvous message (runtime/control_messages.h), unsealed
 Python standard library only.
 """
 import argparse
 import io
+import struct
 import os
 import shutil
 import subprocess
@@ -36,6 +39,34 @@ def write(out: Path, target: str, name: str, data: bytes) -> None:
     d = out / target
     d.mkdir(parents=True, exist_ok=True)
     (d / name).write_bytes(data)
+
+
+RUN_COMMAND_LINES = [
+    ["DIR", "--inputs", "in.safetensors", "--check", "ref.safetensors", "-m", "4", "--schedule", "1f1b", "-q"],
+    ["DIR", "--random-inputs", "--seed", "3", "--batch-size", "2", "--int-high", "50", "--iterations", "3", "--warmup", "1"],
+    ["DIR", "--random-inputs", "--devices", "cpu,cuda:0", "--stage-ranks", "0,0,1,1", "--backend", "gloo-strict",
+     "--timeout", "30", "--queue-depth", "4", "--threads", "2", "--atol", "1e-5", "--rtol", "0"],
+    ["DIR", "--random-inputs", "--stage-format", "pt2", "--output", "o.safetensors", "--trace", "t.json", "--json"],
+    ["DIR", "--train", "--data", "d.safetensors", "--steps", "2", "-m", "4", "--schedule", "zb1p", "--optimizer",
+     "adamw", "--lr", "0.001", "--betas", "0.9,0.999", "--eps", "1e-8", "--weight-decay", "0.01"],
+    ["DIR", "--train", "--data", "d.safetensors", "--momentum", "0.9", "--save-checkpoint", "C", "--load-checkpoint", "C"],
+    ["DIR", "--profile", "p.json", "--random-inputs", "--iterations", "5", "--warmup", "0", "--threads", "1"],
+    ["DIR", "--random-inputs", "--expect-manifest", "0" * 64, "--force"],
+]
+
+
+def control_messages():
+    """One of each message kind, as the ranks write them (no seal: selector bit 7 clear)."""
+    u64 = lambda v: struct.pack("<Q", v & (2**64 - 1))
+    hello = b"H" + u64(2) + u64(4242) + bytes(range(16))
+    identity = b"I" + u64(2) + b"a" * 64 + b"0123456789abcdef" * 4
+    abort_failed = b"A" + bytes([1]) + u64(1) + u64(-1) + bytes([2])
+    abort_silent = b"A" + bytes([3]) + u64(0) + u64(3) + bytes([0])
+    counter = b"C" + u64(17)
+    numbers = b"N" + u64(3) + b"".join(struct.pack("<d", x) for x in (0.5, 12.0, 3e9))
+    return [("hello", 0, hello), ("identity", 1, identity), ("abort_failed", 2, abort_failed),
+            ("abort_silent", 2, abort_silent), ("counter", 3, counter), ("numbers_strict", 4, numbers),
+            ("numbers_any", 5, numbers)]
 
 
 def main() -> int:
@@ -87,6 +118,11 @@ def main() -> int:
     for st in sorted(models.glob("*.safetensors")):
         if st.stat().st_size <= MAX_SAFETENSORS:
             add("safetensors", st.name, st.read_bytes())
+
+    for i, line in enumerate(RUN_COMMAND_LINES):
+        add("run_options", f"line{i}", b"\0".join(x.encode() for x in line))
+    for name, selector, message in control_messages():
+        add("control_messages", name, bytes([selector]) + message)
 
     if a.pipecut:
         tmp = Path(tempfile.mkdtemp(prefix="pipecut-fuzz-seeds-"))

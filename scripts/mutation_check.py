@@ -234,7 +234,6 @@ def case_manifest(r, rng, work, i):
     base = prepare_split(r, work, name)
     d = os.path.join(work, f"d{i}")
     shutil.copytree(base, d)
-    os.remove(os.path.join(d, "manifest.pb"))  # the runner then reads manifest.json
     mpath = os.path.join(d, "manifest.json")
     with open(mpath) as f:
         tree = json.load(f)
@@ -242,6 +241,10 @@ def case_manifest(r, rng, work, i):
     description = [f"split of {name}"] + done
     with open(mpath, "w") as f:
         json.dump(tree, f)
+    # A directory holds both manifests, in agreement: manifest.pb follows the
+    # mutated JSON when the reader takes it (else the JSON alone disagrees).
+    if r.manifest_sync:
+        subprocess.run([r.manifest_sync, d], capture_output=True)
     r.check("manifest-verify", [r.pipecut, "verify", d], [d], description, d)
     if rng.random() < 0.5:
         ref = os.path.join(MODELS, name + ".ref.safetensors")
@@ -291,11 +294,13 @@ def main():
     ap.add_argument("--runs", type=int, default=400, help="mutants in all, spread over the kinds")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kinds", default="pt2,spec,manifest,safetensors")
+    ap.add_argument("--manifest-sync", help="tests' pipecut_manifest_sync: rewrites manifest.pb from a mutated manifest.json")
     a = ap.parse_args()
     shutil.rmtree(a.out, ignore_errors=True)
     work = os.path.join(a.out, "work")
     os.makedirs(work)
     r = Runner(a.bin, a.out)
+    r.manifest_sync = a.manifest_sync
     rng = random.Random(a.seed)
     kinds = a.kinds.split(",")
     # pt2 mutants are the issue's class: half of all runs.

@@ -4,7 +4,7 @@
 # which is within tolerance of the PyTorch references (--check); plus the 1F1B
 # schedule, traces, JSON reports, and the exit codes users script against.
 set -uo pipefail
-run=$1 py=$2 src=$3 splits=$4 out=$5 lonely_port=${6:-29890}
+run=$1 py=$2 src=$3 splits=$4 out=$5 lonely_port=${6:-29890} manifest_sync=$7
 mkdir -p "$out"
 models=$src/testdata/models
 fail=0 pass=0
@@ -52,7 +52,7 @@ expect 2 "below a symbol's minimum" -- "$run" "$splits/llama_dynamic.2" -m 3 --i
 contains "below minimum message" "input 'input_ids': micro-batch shape [1, 5]: dimension 0 is 1, below the exported minimum 2 of s"
 # What a stage receives is checked against the manifest: a manifest that
 # says the hidden state is one wider than it is fails naming the stage input.
-rm -rf "$out/llama_dynamic.2.wider" && cp -r "$splits/llama_dynamic.2" "$out/llama_dynamic.2.wider" && rm -f "$out/llama_dynamic.2.wider/manifest.pb"
+rm -rf "$out/llama_dynamic.2.wider" && cp -r "$splits/llama_dynamic.2" "$out/llama_dynamic.2.wider"
 "$py" - "$out/llama_dynamic.2.wider/manifest.json" <<'PY'
 import json, sys
 path = sys.argv[1]
@@ -62,6 +62,7 @@ for o in [out] + [i for i in m["stages"][1]["inputs"] if i["name"] == out["name"
     o["tensor"]["shape"][2]["size"] = str(int(o["tensor"]["shape"][2]["size"]) + 1)
 json.dump(m, open(path, "w"))
 PY
+"$manifest_sync" "$out/llama_dynamic.2.wider"
 expect 2 "stage input shape" -- "$run" "$out/llama_dynamic.2.wider" --inputs "$models/llama_dynamic.ref.safetensors" -q
 contains "stage input shape message" "stage 1 input '"
 contains "stage input shape detail" ": shape [3, 5, 32]: dimension 2 is 32, the program takes 33"
@@ -137,7 +138,7 @@ contains "cuda message" "--devices: 'cuda:0' requested, but no CUDA device is av
 expect 2 "device count" -- "$run" "$splits/mlp.4" --devices cpu,cpu --inputs "$models/mlp.ref.safetensors" -q
 contains "devices message" "gives 2 devices for 4 stages"
 expect 2 "missing dir" -- "$run" "$out/nowhere" --random-inputs -q
-contains "dir message" "$out/nowhere: no manifest.pb or manifest.json"
+contains "dir message" "$out/nowhere: is not a split directory (no such directory)"
 expect 1 "usage" -- "$run" "$splits/mlp.2" --schedule zigzag --random-inputs
 contains "usage message" "--schedule: expected gpipe or 1f1b"
 expect 2 "stage ranks outside" -- "$run" "$splits/mlp.2" --stage-ranks 0,5 --random-inputs -q
@@ -148,9 +149,10 @@ expect 2 "input count" -- "$run" "$splits/multi_io.2" --inputs "$models/mlp.ref.
 contains "inputs message" "mlp.ref.safetensors: holds 1 input tensors; the stages take 4"
 expect 2 "bad RANK" -- env RANK=abc "$run" "$splits/mlp.2" --random-inputs -q
 contains "RANK message" "RANK: environment variable is not an integer: 'abc'"
-# A rank whose peers never come: rendezvous fails at the timeout, naming the address.
-expect 2 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
-contains "rendezvous message" "rendezvous at 127.0.0.1:$lonely_port"
+# A rank whose peers never come: rendezvous fails at the timeout (exit 5),
+# naming the address and the rank that never arrived.
+expect 5 "no peer" -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port "$run" "$splits/mlp.2" --random-inputs -q --timeout 3
+contains "rendezvous message" "rendezvous at 127.0.0.1:$lonely_port: rank 1 never arrived within the timeout (3 s)"
 # Placements NCCL cannot carry are refused before any rendezvous, so a build
 # without NCCL names the placement first (runtime/placement.h).
 dist=(env RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$lonely_port)

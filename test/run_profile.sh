@@ -106,7 +106,7 @@ contains "-m message" "--profile excludes"
 expect 1 "--profile with --stage-ranks" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs --stage-ranks 0
 contains "--stage-ranks message" "--stage-ranks"
 expect 1 "--profile with --iterations 0" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs --iterations 0
-contains "--iterations message" "--iterations must be at least 1"
+contains "--iterations message" "--iterations: expected a whole number >= 1, got 0"
 [[ ! -e $out/m.json ]] && pass=$((pass+1)) || { echo "FAIL: a usage error wrote $out/m.json"; fail=$((fail+1)); }
 # One process only.
 expect 2 "--profile under WORLD_SIZE=2" -- env WORLD_SIZE=2 RANK=0 "$run" "$out/llama_tiny.whole" --profile "$out/w.json" --random-inputs

@@ -463,13 +463,32 @@ TEST_CASE("merge: differing tied copies and corrupt stage files are refused, the
 
 TEST_CASE("merge: a new output replaces the old one whole", "[checkpoint]") {
   std::string out = test::outPath("checkpoint/merge_replace.safetensors");
-  std::ofstream(out, std::ios::binary | std::ios::trunc) << "previous contents";
+  fs::remove(out);
+  std::string first = freshDir("merge_replace_first");
+  writeCheckpoint(first, {{f32("first", {2}, {1, 2})}}, {});
+  driver::mergeCheckpoint({first, out});
   std::string dir = freshDir("merge_replace");
   writeCheckpoint(dir, {{f32("only", {1}, {3})}}, {});
   driver::mergeCheckpoint({dir, out});
   auto f = support::parseSafetensors(slurp(out));
   REQUIRE(f.tensors.size() == 1);
   CHECK(f.tensors[0].key == "only");
+  CHECK_FALSE(hasLitter(out));
+}
+
+TEST_CASE("merge: a file pipecut did not write is replaced only with force", "[checkpoint]") {
+  std::string out = test::outPath("checkpoint/merge_foreign.safetensors");
+  std::ofstream(out, std::ios::binary | std::ios::trunc) << "previous contents";
+  std::string dir = freshDir("merge_foreign");
+  writeCheckpoint(dir, {{f32("only", {1}, {3})}}, {});
+  CHECK(mergeError({dir, out}) == out + ": is a file pipecut did not write (no safetensors metadata format "
+                                        "'pipecut-merge-1'); pipecut replaces only its own merged state dict "
+                                        "(--force replaces it anyway)");
+  CHECK(slurp(out) == "previous contents");
+  driver::MergeRequest forced{dir, out};
+  forced.force = true;
+  driver::mergeCheckpoint(forced);
+  CHECK(support::parseSafetensors(slurp(out)).tensors.size() == 1);
   CHECK_FALSE(hasLitter(out));
 }
 

@@ -282,7 +282,7 @@ TEST_CASE("inspect --dot draws one cluster per module", "[cli]") {
   auto r = test::runPipecut("inspect " + test::fixture("llama_tiny") + " --dot " + dot);
   REQUIRE(r.exitCode == 0);
   std::string text = slurp(dot);
-  CHECK_THAT(text, Catch::StartsWith("digraph") && Catch::Contains("subgraph cluster_") &&
+  CHECK_THAT(text, Catch::StartsWith("// written by pipecut\ndigraph") && Catch::Contains("subgraph cluster_") &&
                        Catch::Contains("label=\"model.layers.0 (LlamaDecoderLayer)\""));
 }
 

@@ -89,7 +89,7 @@ TEST_CASE("weights are references into the archive, and tied weights share a rec
   CHECK(wte.logicalBytes() == 256u * 32u * 4u);
   // After a rewrite the two names still point at one record.
   std::string path = test::outPath("tied/gpt2_tied.pt2");
-  pt2::writePackageFile(pkg, path);
+  pt2::writePackageFile(pkg, pt2::packageDestination(path));
   pt2::Package again = pt2::readPackage(path);
   if (again.weights.count("transformer.wte.weight"))
     CHECK(again.weights.at("transformer.wte.weight").data.record == again.weights.at("lm_head.weight").data.record);

@@ -272,6 +272,7 @@ TEST_CASE("bad specs exit 2 with a clear message and change nothing at -o", "[sp
 
 TEST_CASE("verify catches a changed, missing or extra file", "[split]") {
   std::string out = test::outPath("splits/tamper");
+  fs::remove_all(out);  // a previous run left its stray file: no longer a split pipecut replaces
   REQUIRE(test::runPipecut("split " + test::fixture("mlp") + " --spec " + specPath("mlp.2") + " -o " + out + " --sha256").exitCode == 0);
   REQUIRE(test::runPipecut("verify " + out).exitCode == 0);
   {
@@ -328,21 +329,21 @@ TEST_CASE("verify checks XXH3-128 by default, SHA-256 when asked or when the man
   CHECK_THAT(r.output, Catch::Contains("ok: 4 stage files match " + out + "/manifest (xxh3_128)"));
   r = test::runPipecut("verify " + out + " --sha256 --json");
   CHECK(r.exitCode == 0);
-  CHECK_THAT(r.output, Catch::Contains(R"({"ok": true, "files": 4, "digests": "sha256"})"));
+  CHECK_THAT(r.output, Catch::Contains(R"({"ok": true, "files": 4, "digests": "sha256", "manifest_sha256": ")"));
+  // Both manifests, rewritten as one (a directory holds both, in agreement).
+  auto writeManifests = [&] {
+    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
+    std::ofstream(out + "/manifest.pb", std::ios::binary) << pipecut::manifestToBinary(m);
+  };
   // A manifest written before XXH3-128 was recorded: its files are checked by SHA-256.
-  fs::remove(out + "/manifest.pb");
   for (auto& st : m.stages)
     for (auto& f : st.files) f.xxh3_128.clear();
-  {
-    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
-  }
+  writeManifests();
   r = test::runPipecut("verify " + out);
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.output, Catch::Contains("(sha256)"));
   m.stages[0].files[0].xxh3_128 = std::string(32, '0');  // one file with it, wrong
-  {
-    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
-  }
+  writeManifests();
   r = test::runPipecut("verify " + out);
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.output, Catch::Contains("stage 0 file '" + m.stages[0].files[0].path + "': xxh3_128 "));
@@ -351,12 +352,10 @@ TEST_CASE("verify checks XXH3-128 by default, SHA-256 when asked or when the man
   CHECK(r.exitCode == 0);
   // One file with the right one: both digests are compared, and said.
   m.stages[0].files[0].xxh3_128 = pipecut::digestFile(pipecut::Digest::Xxh3_128, out + "/" + m.stages[0].files[0].path);
-  {
-    std::ofstream(out + "/manifest.json") << pipecut::manifestToJson(m);
-  }
+  writeManifests();
   r = test::runPipecut("verify " + out + " --json");
   CHECK(r.exitCode == 0);
-  CHECK_THAT(r.output, Catch::Contains(R"({"ok": true, "files": 4, "digests": "xxh3_128 and sha256"})"));
+  CHECK_THAT(r.output, Catch::Contains(R"({"ok": true, "files": 4, "digests": "xxh3_128 and sha256", "manifest_sha256": ")"));
 }
 
 TEST_CASE("preview prints the stages and writes nothing; --dot draws them", "[split]") {

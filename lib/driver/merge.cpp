@@ -105,9 +105,20 @@ std::string difference(const Held& a, const Held& b) {
 
 constexpr std::string_view kOptimizerPrefix = "optimizer/";
 
+support::Destination destination(const MergeRequest& r) {
+  support::Destination d;
+  d.path = r.output;
+  d.what = "merged state dict";
+  d.previousOutput = [](const std::filesystem::path& p) { return support::safetensorsInTheWay(p.string(), kMergeFormat); };
+  d.inputs = {r.checkpoint};
+  d.force = r.force;
+  return d;
+}
+
 }  // namespace
 
 MergeResult mergeCheckpoint(const MergeRequest& r) {
+  support::checkDestination(destination(r));
   Checkpoint c = readCheckpoint(r.checkpoint);
   const std::string base = r.checkpoint.empty() || r.checkpoint.back() == '/' ? r.checkpoint : r.checkpoint + "/";
   const std::string json = base + "checkpoint.json";
@@ -198,7 +209,7 @@ MergeResult mergeCheckpoint(const MergeRequest& r) {
   result.tensors = refs.size();
   result.stages = n;
   result.step = c.step;
-  support::writeStaged(r.output, support::StagedKind::File, [&](const std::filesystem::path& temp) {
+  support::writeStaged(destination(r), [&](const std::filesystem::path& temp) {
     result.sha256 = support::writeSafetensors(temp.string(), refs, metadata);
     struct stat st;
     if (::stat(temp.c_str(), &st) == 0) result.bytes = static_cast<uint64_t>(st.st_size);

@@ -11,6 +11,7 @@ struct MergeRequest {
   std::string checkpoint;  // the checkpoint directory
   std::string output;      // the .safetensors to write (replaced atomically)
   unsigned threads = 0;    // stage files hashed at once (0: the machine's cores)
+  bool force = false;      // replace a file pipecut did not write (support/staging.h)
 };
 
 struct MergeResult {
@@ -27,7 +28,8 @@ struct MergeResult {
 // equal, writes every name of every tied group, and writes the output with
 // keys sorted and metadata {format: "pipecut-merge-1", step, source_sha256}.
 // Throws pipecut::Error (InvalidInput) naming the file and field, or the FQN
-// and the stages that disagree; nothing is written then.
+// and the stages that disagree; nothing is written then. The output replaces
+// only a previous merge output (support/staging.h), and the check comes first.
 MergeResult mergeCheckpoint(const MergeRequest& request);
 
 constexpr const char* kMergeFormat = "pipecut-merge-1";

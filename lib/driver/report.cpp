@@ -77,7 +77,7 @@ std::string balanceText(const partition::BalanceResult& b) {
 
 std::string stagesDot(const Manifest& m) {
   std::ostringstream os;
-  os << "digraph stages {\n  rankdir=LR;\n  node [shape=box];\n";
+  os << kDotMarker << "digraph stages {\n  rankdir=LR;\n  node [shape=box];\n";
   for (size_t k = 0; k < m.inputs.size(); ++k)
     os << "  in" << k << " [shape=ellipse, label=\"" << m.inputs[k].name << "\"];\n";
   for (size_t k = 0; k < m.outputs.size(); ++k)
@@ -95,6 +95,18 @@ std::string stagesDot(const Manifest& m) {
   }
   os << "}\n";
   return os.str();
+}
+
+support::Destination dotDestination(const std::string& path, std::vector<std::string> inputs, bool force) {
+  support::Destination d;
+  d.path = path;
+  d.what = "Graphviz file";
+  d.previousOutput = [](const std::filesystem::path& p) {
+    return support::startsWithMarker(p, kDotMarker, "'// written by pipecut'");
+  };
+  d.inputs.assign(inputs.begin(), inputs.end());
+  d.force = force;
+  return d;
 }
 
 }  // namespace pipecut::driver

@@ -1,9 +1,11 @@
 #pragma once
 // Human-readable views of a split: the preview text and a Graphviz drawing.
 #include <string>
+#include <vector>
 
 #include "manifest/manifest.h"
 #include "partition/balance.h"
+#include "support/staging.h"
 
 namespace pipecut::driver {
 
@@ -13,7 +15,13 @@ std::string previewText(const Manifest& m);
 // What --balance chose: per stage its cost and unit range, the imbalance
 // (heaviest / mean), the bytes crossing each cut and the spec it amounts to.
 std::string balanceText(const partition::BalanceResult& b);
-// The stages and the values between them (dot).
+// The stages and the values between them (dot), starting with kDotMarker.
 std::string stagesDot(const Manifest& m);
+
+// The first line of every Graphviz file pipecut writes: a later --dot may
+// replace a file that starts with it, and no other (support/staging.h).
+inline constexpr const char* kDotMarker = "// written by pipecut\n";
+// A --dot destination: replaces only a file that starts with kDotMarker.
+support::Destination dotDestination(const std::string& path, std::vector<std::string> inputs, bool force);
 
 }  // namespace pipecut::driver

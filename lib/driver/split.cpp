@@ -12,6 +12,7 @@
 #include "driver/load.h"
 #include "driver/report.h"
 #include "emit/torchscript.h"
+#include "manifest/directory.h"
 #include "ir/module_tree.h"
 #include "partition/assign.h"
 #include "partition/carve.h"
@@ -123,8 +124,21 @@ partition::BalanceResult balanceCuts(const SplitRequest& r, const pt2::Package& 
 
 }  // namespace
 
-Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
+Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std::string* manifestSha256) {
   const bool balancing = r.stages > 0;
+  std::vector<std::string> inputs = {r.model};
+  for (const std::string* p : {&r.spec, &r.costProfile})
+    if (!p->empty()) inputs.push_back(*p);
+  support::Destination outDir;
+  outDir.path = r.output;
+  outDir.kind = support::StagedKind::Directory;
+  outDir.what = "split directory";
+  outDir.previousOutput = [](const fs::path& p) { return splitDirectoryInTheWay(p.string()); };
+  outDir.inputs.assign(inputs.begin(), inputs.end());
+  outDir.force = r.force;
+  const support::Destination dot = dotDestination(r.dotFile, inputs, r.force);
+  if (!r.preview) support::checkDestination(outDir);
+  if (!r.dotFile.empty()) support::checkDestination(dot);
   partition::SplitSpec spec;
   if (!balancing) spec = partition::readSplitSpec(r.spec);
   LoadOptions load;
@@ -166,7 +180,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
   if (balanced) *balanced = std::move(chosen);
 
   if (!r.dotFile.empty())
-    pt2::writeFileAtomically(r.dotFile, [&](const auto& sink) {
+    support::writeFileStaged(dot, [&](const support::ByteSink& sink) {
       std::string t = stagesDot(m);
       sink(t.data(), t.size());
     });
@@ -188,7 +202,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
   for (const auto& st : m.stages) progress.totalBytes += st.parameterBytes * ((r.torchscript ? 1 : 0) + (r.pt2 ? 1 : 0));
   support::ProgressLine line(r.progress, [&](double s) { return progress.line(s); });
   support::ScopedPhase writePhase("write stages");
-  support::writeStaged(r.output, support::StagedKind::Directory, [&](const fs::path& tmp) {
+  support::writeStaged(outDir, [&](const fs::path& tmp) {
     struct Slot {
       size_t stage;
       StageFile file;
@@ -262,7 +276,9 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced) {
       else m.stages[slot.stage].files.push_back(slot.file);
     }
     writeText(tmp / "manifest.json", manifestToJson(m));
-    writeText(tmp / "manifest.pb", manifestToBinary(m));
+    const std::string binary = manifestToBinary(m);
+    writeText(tmp / "manifest.pb", binary);
+    if (manifestSha256) *manifestSha256 = sha256Bytes(binary.data(), binary.size());
   });
   line.stop();
   Manifest out = m;

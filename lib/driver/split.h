@@ -16,6 +16,9 @@ struct SplitRequest {
   partition::BalanceBy balanceBy = partition::BalanceBy::Params;
   std::string costProfile;  // --balance time: pipecut-run --profile output
   std::string output;   // directory (replaced atomically); unused by a preview
+  // Replace an output pipecut did not write (support/staging.h); inputs and
+  // the directories holding them stay refused.
+  bool force = false;
   bool torchscript = true;
   bool pt2 = true;
   bool recompute = true;    // recompute cheap values in consuming stages
@@ -40,9 +43,12 @@ struct SplitRequest {
 };
 
 // The manifest of the split (written to `output` unless previewing); with
-// balancing, also what the balancer chose (into `balanced` when given).
+// balancing, also what the balancer chose (into `balanced` when given); the
+// SHA-256 of the manifest.pb written (into `manifestSha256` when given: what
+// --expect-manifest pins). Destinations are checked before anything is read.
 // Throws pipecut::Error naming the model, spec, profile or node at fault.
-Manifest runSplit(const SplitRequest& request, partition::BalanceResult* balanced = nullptr);
+Manifest runSplit(const SplitRequest& request, partition::BalanceResult* balanced = nullptr,
+                  std::string* manifestSha256 = nullptr);
 
 // "stage_000", ...
 std::string stageName(uint32_t index);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "manifest/directory.h"
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
 #include "support/error.h"
@@ -15,20 +16,16 @@ namespace pipecut::driver {
 namespace fs = std::filesystem;
 
 VerifyResult verifyDirectory(const VerifyRequest& r) {
-  Manifest m = readManifest(r.dir);
-  std::set<std::string> listed = {"manifest.json", "manifest.pb"};
-  for (const auto& st : m.stages)
-    for (const auto& f : st.files) listed.insert(f.path);
+  const SplitDirectory dir = openSplitDirectory(r.dir, r.expectManifestSha256);
+  const Manifest& m = dir.manifest;
+  const std::vector<std::string> files = listedFiles(m);
+  std::set<std::string> listed(files.begin(), files.end());
   // Unlisted files first: cheap, and no reason to hash gigabytes of a directory that is wrong anyway.
   for (const auto& e : fs::directory_iterator(r.dir)) {
     std::string name = e.path().filename().string();
     if (!listed.count(name))
       throw Error(ErrorKind::InvalidInput, r.dir, "file '" + name + "'", "is not listed in the manifest");
   }
-  fs::path json = fs::path(r.dir) / "manifest.json";
-  if (fs::exists(json) && fs::exists(fs::path(r.dir) / "manifest.pb") &&
-      manifestToBinary(manifestFromJson(support::readFile(json.string()), json.string())) != manifestToBinary(m))
-    throw Error(ErrorKind::InvalidInput, r.dir, "manifest.json", "disagrees with manifest.pb");
 
   std::atomic<uint64_t> hashed{0};
   StageFileCheck check;
@@ -44,6 +41,7 @@ VerifyResult verifyDirectory(const VerifyRequest& r) {
   const StageFilesVerified verified = verifyStageFiles(r.dir, m, check);
   VerifyResult result;
   result.files = verified.files;
+  result.manifestSha256 = dir.manifestSha256;
   if (verified.xxh3_128) result.digests = digestName(Digest::Xxh3_128);
   if (verified.sha256) result.digests += std::string(result.digests.empty() ? "" : " and ") + digestName(Digest::Sha256);
   return result;

@@ -1,6 +1,7 @@
 #include "emit/torchscript.h"
 #include "emit/torchscript_profile.h"
 
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <set>
@@ -367,6 +368,18 @@ class Emitter final : public BodyEmitter {
     return s.name() + (s.overload_name().empty() ? "" : "." + s.overload_name());
   }
 
+  // The program's name on the emitted value, so that the saved code reads
+  // "embedding = torch.embedding(...)" and a failure's traceback names the
+  // node (runtime/stage_failure.h). TorchScript's printer keeps names clear
+  // of keywords and of each other.
+  static jit::Value* named(jit::Value* v, const ir::Value& value) {
+    const std::string& n = value.name;
+    bool ok = !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0]));
+    for (char c : n) ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    if (ok && !v->hasDebugName()) v->setDebugName(n);
+    return v;
+  }
+
   // Maps a node's output Arguments onto emitted values.
   void bindOutputs(const ir::Node& n, const std::vector<jit::Value*>& results) {
     size_t r = 0;
@@ -378,11 +391,11 @@ class Emitter final : public BodyEmitter {
         case ir::ArgTag::Tensors: {
           jit::Node* unpack = graph_->insertNode(graph_->createListUnpack(result, out.refs.size()));
           for (size_t k = 0; k < out.refs.size(); ++k)
-            if (out.refs[k].value) env_[out.refs[k].value] = unpack->output(k);
+            if (out.refs[k].value) env_[out.refs[k].value] = named(unpack->output(k), *out.refs[k].value);
           break;
         }
         default:
-          if (out.refs.size() == 1 && out.refs[0].value) env_[out.refs[0].value] = result;
+          if (out.refs.size() == 1 && out.refs[0].value) env_[out.refs[0].value] = named(result, *out.refs[0].value);
       }
     }
   }

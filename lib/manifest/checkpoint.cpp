@@ -6,12 +6,15 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "support/error.h"
 #include "support/files.h"
+#include "support/sha256.h"
+#include "support/staging.h"
 
 namespace pipecut {
 namespace {
@@ -23,12 +26,6 @@ std::string indexed(const std::string& path, const char* field, size_t i) {
   return path + (path.empty() ? "" : ".") + field + "[" + std::to_string(i) + "]";
 }
 
-bool isSha256Hex(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
 
 // A stage file lies inside the checkpoint directory: a relative path without
 // "." or ".." components or empty ones, and never checkpoint.json itself.
@@ -124,7 +121,7 @@ CheckpointStage stageFromJson(const Reader& r, const Json& sj, const std::string
   s.file = r.string(sj, at, "file");
   if (!isSafeRelativePath(s.file)) r.fail(at + ".file", "'" + s.file + "' is not a path inside the checkpoint directory");
   s.sha256 = r.string(sj, at, "sha256");
-  if (!isSha256Hex(s.sha256)) r.fail(at + ".sha256", "expected 64 lowercase hex digits");
+  if (!isSha256Hex(s.sha256, /*lowercaseOnly=*/true)) r.fail(at + ".sha256", "expected 64 lowercase hex digits");
   s.bytes = r.unsignedInt(sj, at, "bytes");
   const Json& tensors = r.array(sj, at, "tensors");
   std::set<std::string> seen;
@@ -199,7 +196,7 @@ Checkpoint checkpointFromJson(const std::string& text, const std::string& file) 
   c.step = r.unsignedInt(j, "", "step");
   auto sourceHash = [&](const char* field) {  // empty, or 64 hex digits
     std::string h = r.string(j, "", field);
-    if (!h.empty() && !isSha256Hex(h)) r.fail(field, "expected 64 lowercase hex digits (or empty)");
+    if (!h.empty() && !isSha256Hex(h, /*lowercaseOnly=*/true)) r.fail(field, "expected 64 lowercase hex digits (or empty)");
     return h;
   };
   c.sourceSha256 = sourceHash("source_sha256");
@@ -264,6 +261,20 @@ std::string checkpointStageToJson(const CheckpointStage& s) { return stageToJson
 CheckpointStage checkpointStageFromJson(const std::string& text, uint32_t index, const std::string& where) {
   Reader r(where);
   return stageFromJson(r, parseJson(r, text), indexed("", "stages", index), index);
+}
+
+std::string checkpointDirectoryInTheWay(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::is_empty(dir, ec) && !ec) return "";  // nothing to lose
+  Checkpoint c;
+  try {
+    c = readCheckpoint(dir);
+  } catch (const Error&) {
+    return "is " + support::describeDirectory(dir) + ", not a checkpoint pipecut wrote (no readable checkpoint.json)";
+  }
+  std::vector<std::string> listed = {"checkpoint.json"};
+  for (const auto& s : c.stages) listed.push_back(s.file);
+  return support::unlistedEntries(dir, listed, "its checkpoint.json");
 }
 
 }  // namespace pipecut

@@ -69,5 +69,8 @@ std::string checkpointStageToJson(const CheckpointStage& s);
 CheckpointStage checkpointStageFromJson(const std::string& text, uint32_t index, const std::string& where);
 // Reads DIR/checkpoint.json; a missing DIR is an InvalidInput error naming it.
 Checkpoint readCheckpoint(const std::string& dir);
+// For support::Destination::previousOutput: "" when `dir` holds a readable
+// checkpoint.json and only the files it lists, else what is in the way.
+std::string checkpointDirectoryInTheWay(const std::string& dir);
 
 }  // namespace pipecut

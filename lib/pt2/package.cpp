@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include "pt2/legacy_layout.h"
@@ -13,6 +12,7 @@
 #include "support/error.h"
 #include "support/phase_times.h"
 #include "support/staging.h"
+#include "support/zip_directory.h"
 
 namespace pipecut::pt2 {
 
@@ -175,7 +175,7 @@ Package readPackage(const std::string& path) {
   std::string sample = "data/sample_inputs/" + m + ".pt";
   if (archive->has(sample)) pkg.sampleInputs = Blob{archive, sample, {}};
   for (const auto& r : archive->records())
-    if (r.rfind("extra/", 0) == 0) pkg.extra.emplace(r.substr(6), Blob{archive, r, {}});
+    if (r.rfind("extra/", 0) == 0 && r.substr(6) != kOutputMarkerExtra) pkg.extra.emplace(r.substr(6), Blob{archive, r, {}});
   return pkg;
 }
 
@@ -216,7 +216,7 @@ PayloadPlan planPayload(const std::map<std::string, StoredTensor>& table, const 
 
 }  // namespace
 
-void writePackage(const Package& pkg, const std::function<size_t(const void*, size_t)>& sink) {
+void writePackage(const Package& pkg, const std::function<size_t(const void*, size_t)>& sink, bool markAsOutput) {
   std::set<std::string> keep;
   for (const auto& s : pkg.program.inputSpecs)
     if (s.kind != ir::InputKind::UserInput && s.kind != ir::InputKind::ConstantInput && s.kind != ir::InputKind::Token)
@@ -248,32 +248,48 @@ void writePackage(const Package& pkg, const std::function<size_t(const void*, si
     ByteView v = blob.view();
     w.add("extra/" + name, v.data, v.size, blob.crc32());
   }
+  if (markAsOutput) w.add(std::string("extra/") + kOutputMarkerExtra, std::string_view("pipecut normalize\n"));
   w.add("archive_format", std::string_view("pt2"));
   w.add("archive_version", std::string_view("0"));
   w.finish();
 }
 
-void writeFileAtomically(const std::string& path,
-                         const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce) {
+namespace {
+
+std::string packageInTheWay(const std::string& path) {
+  const std::string notOurs = "is a file pipecut did not write (no extra/" + std::string(kOutputMarkerExtra) + " record)";
   try {
-    support::writeStaged(path, support::StagedKind::File, [&](const std::filesystem::path& tmp) {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) invalidInput("", std::string("cannot create output: ") + std::strerror(errno));
-      produce([&](const void* data, size_t n) -> size_t {
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-        if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
-        return n;
-      });
-      out.close();
-      if (!out) internalError("", std::string("write failed: ") + std::strerror(errno));
-    });
-  } catch (const Error& e) {
-    throw Error(e.kind(), e.file().empty() ? path : e.file(), e.where(), e.message());
+    for (const auto& e : support::zipDirectoryEntries(path)) {
+      size_t slash = e.name.find('/');
+      if (slash != std::string::npos && e.name.compare(slash + 1, std::string::npos,
+                                                       std::string("extra/") + kOutputMarkerExtra) == 0)
+        return "";
+    }
+    return notOurs;
+  } catch (const Error&) {
+    return "is a file pipecut did not write (not a zip archive)";
   }
 }
 
-void writePackageFile(const Package& pkg, const std::string& path) {
-  writeFileAtomically(path, [&](const auto& sink) { writePackage(pkg, sink); });
+}  // namespace
+
+support::Destination packageDestination(const std::string& path, std::vector<std::string> inputs, bool force) {
+  support::Destination d;
+  d.path = path;
+  d.what = ".pt2 output";
+  d.previousOutput = [](const std::filesystem::path& p) { return packageInTheWay(p.string()); };
+  d.inputs.assign(inputs.begin(), inputs.end());
+  d.force = force;
+  return d;
+}
+
+void writePackageFile(const Package& pkg, const support::Destination& d) {
+  support::writeFileStaged(d, [&](const support::ByteSink& sink) {
+    writePackage(pkg, [&](const void* data, size_t n) {
+      sink(data, n);
+      return n;
+    }, /*markAsOutput=*/true);
+  });
 }
 
 }  // namespace pipecut::pt2

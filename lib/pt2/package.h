@@ -14,6 +14,7 @@
 
 #include "ir/ir.h"
 #include "pt2/zip_archive.h"
+#include "support/staging.h"
 
 namespace pipecut::pt2 {
 
@@ -86,14 +87,19 @@ Package readPackage(const std::string& path);
 
 // Serializes to bytes in the 2.9+ layout. Identical packages give identical
 // bytes: record order and names are canonical and nothing time-dependent is written.
-void writePackage(const Package& pkg, const std::function<size_t(const void*, size_t)>& sink);
+// `markAsOutput`: add the record writePackageFile's outputs carry.
+void writePackage(const Package& pkg, const std::function<size_t(const void*, size_t)>& sink,
+                  bool markAsOutput = false);
 
-// Writes to a temporary file beside `path` and renames it into place, so a
-// failure never leaves a partial file at `path`.
-void writePackageFile(const Package& pkg, const std::string& path);
-
-// Writes `produce`'s output atomically to `path` (temp file + rename).
-void writeFileAtomically(const std::string& path,
-                         const std::function<void(const std::function<size_t(const void*, size_t)>&)>& produce);
+// `pipecut normalize`'s output: the package plus a record saying pipecut
+// wrote the file (extra/pipecut_output), so that a later run may replace it
+// and nothing else (support/staging.h). The reader drops that record: it
+// describes a file, not the model, and must not reach the stages of a split.
+// Written beside `path` and renamed into place.
+inline constexpr const char* kOutputMarkerExtra = "pipecut_output";
+void writePackageFile(const Package& pkg, const support::Destination& dst);
+// A .pt2 destination: replaces only a .pt2 that carries the record.
+support::Destination packageDestination(const std::string& path, std::vector<std::string> inputs = {},
+                                        bool force = false);
 
 }  // namespace pipecut::pt2

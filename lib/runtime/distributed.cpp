@@ -1,7 +1,14 @@
 #include "runtime/distributed.h"
 
+#include <netdb.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -17,6 +24,7 @@
 #include "manifest/manifest.h"
 #include "runtime/inputs.h"
 #include "support/error.h"
+#include "support/sha256.h"
 
 namespace pipecut::runtime {
 
@@ -64,22 +72,104 @@ DistEnv DistEnv::fromEnvironment() {
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   e.agentStore = agent && std::string(agent) == "True";
   if (const char* r = std::getenv("TORCHELASTIC_RESTART_COUNT"); r && *r) e.attempt = r;
+  if (const char* k = std::getenv("PIPECUT_RDZV_SECRET"); k) e.secret = k;  // empty: unset
   if (e.world < 1) invalidInput("WORLD_SIZE", "must be at least 1");
   if (e.rank < 0 || e.rank >= e.world) invalidInput("RANK", "must be in [0, WORLD_SIZE)");
+  if (e.localWorld < 0) invalidInput("LOCAL_WORLD_SIZE", "must not be negative");
+  if (e.masterPort < 1 || e.masterPort > 65535)
+    invalidInput("MASTER_PORT", "must be a port in [1, 65535], not " + std::to_string(e.masterPort));
+  if (e.attempt.size() > 9 || e.attempt.find_first_not_of("0123456789") != std::string::npos)
+    invalidInput("TORCHELASTIC_RESTART_COUNT", "must be a number");
+  if (!e.secret.empty() && e.secret.size() < 16)
+    invalidInput("PIPECUT_RDZV_SECRET", "must hold at least 16 characters (e.g. `openssl rand -hex 32`)");
   return e;
 }
 
-DistContext::DistContext(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout)
+namespace {
+
+// A socket listening on MASTER_ADDR's own address and MASTER_PORT, for the
+// store to take over: loopback stays loopback, one interface stays one.
+// TCPStore alone listens on every interface.
+int listenOn(const std::string& addr, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    invalidInput("MASTER_ADDR", "cannot resolve '" + addr + "': " + ::gai_strerror(rc));
+  int err = 0;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 2048) == 0) {
+      ::freeaddrinfo(found);
+      return fd;
+    }
+    err = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  const std::string where = addr + ":" + std::to_string(port);
+  if (err == EADDRNOTAVAIL)
+    invalidInput("MASTER_ADDR", "'" + addr + "' is not an address of this machine; rank 0 hosts the store there");
+  throw Error(osErrorKind(err) == ErrorKind::InvalidInput ? ErrorKind::Environment : osErrorKind(err), "",
+              "rendezvous at " + where, std::string("cannot listen: ") + std::strerror(err));
+}
+
+std::string randomBytes(size_t n) {
+  std::string out(n, '\0');
+  for (size_t got = 0; got < n;) {
+    ssize_t k = ::getrandom(out.data() + got, n - got, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) throw Error(ErrorKind::Environment, "", "getrandom", std::strerror(errno));
+    got += static_cast<size_t>(k);
+  }
+  return out;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    out += (i ? (i + 1 == ranks.size() ? " and " : ", ") : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+}  // namespace
+
+DistContext::DistContext(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
+                         const RunIdentity& identity)
     : env_(env), backend_(backend), timeout_(timeout) {
+  const std::string where = "rendezvous at " + env.masterAddr + ":" + std::to_string(env.masterPort);
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env.masterPort);
-    so.isServer = env.rank == 0 && !env.agentStore;
+    so.isServer = hostsStore();
     so.numWorkers = env.world;
     so.waitWorkers = false;
     so.timeout = timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so);
+    if (so.isServer) so.masterListenFd = listenOn(env.masterAddr, env.masterPort);
+    c10::intrusive_ptr<c10d::TCPStore> tcp;
+    try {
+      tcp = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, so);
+    } catch (const std::exception& e) {
+      if (so.isServer) throw;
+      throw Error(ErrorKind::RankFailed, "", where,
+                  "cannot reach the rendezvous store, which rank 0 hosts (" + plainMessage(e) + ")");
+    }
     store_ = c10::make_intrusive<c10d::PrefixStore>("pipecut/attempt_" + env.attempt, tcp);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Environment, "", where, plainMessage(e));
+  }
+  rendezvous(identity);
+  try {
     strict_ = backend == "gloo-strict";
     if (backend == "gloo" || strict_) {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -101,13 +191,99 @@ DistContext::DistContext(const DistEnv& env, const std::string& backend, std::ch
     } else {
       invalidInput("--backend", "unknown backend '" + backend + "' (gloo, gloo-strict, nccl)");
     }
-  } catch (const c10::Error& e) {
-    throw Error(ErrorKind::InvalidInput, "", "rendezvous at " + env.masterAddr + ":" + std::to_string(env.masterPort),
-                firstLine(e.what_without_backtrace()));
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
-    if (dynamic_cast<const Error*>(&e)) throw;
-    throw Error(ErrorKind::InvalidInput, "", "rendezvous at " + env.masterAddr + ":" + std::to_string(env.masterPort),
-                firstLine(e.what()));
+    // Every rank said hello: a process group that cannot form now lost a peer.
+    throw Error(ErrorKind::RankFailed, "", where, "the process group did not form: " + plainMessage(e));
+  }
+}
+
+void DistContext::putSealed(const std::string& key, const std::string& payload) {
+  std::string sealed = control::seal(key_, key, payload);
+  store_->set(key, std::vector<uint8_t>(sealed.begin(), sealed.end()));
+}
+
+std::optional<std::string> DistContext::readSealed(const std::string& key) {
+  if (!store_->check({key})) return std::nullopt;
+  auto v = store_->get(key);
+  return control::unseal(key_, key, std::string(v.begin(), v.end()));
+}
+
+std::vector<int> DistContext::waitForAll(const std::string& prefix, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> missing;
+  for (int r = 0; r < env_.world; ++r) missing.push_back(r);
+  for (;;) {
+    std::vector<int> still;
+    for (int r : missing)
+      if (!store_->check({prefix + "/" + std::to_string(r)})) still.push_back(r);
+    missing = std::move(still);
+    if (missing.empty() || std::chrono::steady_clock::now() > deadline) return missing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void DistContext::rendezvous(const RunIdentity& identity) {
+  const std::string where = "rendezvous at " + env_.masterAddr + ":" + std::to_string(env_.masterPort);
+  const std::string seconds = std::to_string(timeout_.count() / 1000) + " s";
+  try {
+    // Hellos: sealed with the secret alone; they bring the nonces of the run's key.
+    control::MacKey hello = control::helloKey(env_.secret);
+    control::Hello mine{env_.rank, static_cast<int64_t>(::getpid()), randomBytes(control::kNonceBytes)};
+    const std::string me = "hello/" + std::to_string(env_.rank);
+    std::string sealed = control::seal(hello, me, control::encodeHello(mine));
+    store_->set(me, std::vector<uint8_t>(sealed.begin(), sealed.end()));
+    std::vector<int> missing = waitForAll("hello", timeout_);
+    if (!missing.empty())
+      throw Error(ErrorKind::RankFailed, "", where,
+                  std::string(missing.size() == 1 ? "rank " : "ranks ") + rankList(missing) +
+                      " never arrived within the timeout (" + seconds + ")");
+    std::vector<std::string> nonces;
+    for (int r = 0; r < env_.world; ++r) {
+      const std::string key = "hello/" + std::to_string(r);
+      auto v = store_->get(key);
+      control::Hello h = control::decodeHello(control::unseal(hello, key, std::string(v.begin(), v.end())), r);
+      if (r == 0) rank0Pid_ = h.pid;
+      nonces.push_back(h.nonce);
+    }
+    key_ = control::runKey(env_.secret, nonces);
+
+    // What each rank is about to run, field by field.
+    std::vector<std::string> digests;
+    for (const auto& [name, value] : identity) digests.push_back(sha256Bytes(value.data(), value.size()));
+    putSealed("identity/" + std::to_string(env_.rank), control::encodeIdentity(digests));
+    missing = waitForAll("identity", timeout_);
+    if (!missing.empty())
+      throw Error(ErrorKind::RankFailed, "", where,
+                  std::string(missing.size() == 1 ? "rank " : "ranks ") + rankList(missing) +
+                      " stopped during the rendezvous");
+    std::string disagreement;
+    for (int r = 0; r < env_.world && disagreement.empty(); ++r) {
+      if (r == env_.rank) continue;
+      std::vector<std::string> theirs = control::decodeIdentity(*readSealed("identity/" + std::to_string(r)));
+      if (theirs.size() != digests.size()) {
+        disagreement = "rank " + std::to_string(r) + " runs another pipecut (" + identity[0].first + ")";
+        break;
+      }
+      for (size_t i = 0; i < digests.size(); ++i)
+        if (theirs[i] != digests[i]) {
+          std::string mine = identity[i].second.size() <= 80 ? " (here: " + identity[i].second + ")" : "";
+          disagreement = "rank " + std::to_string(r) + " was started with another " + identity[i].first + " than rank " +
+                         std::to_string(env_.rank) + mine + "; every rank must be given the same";
+          break;
+        }
+    }
+    // Every rank reads every identity before the store's host may go.
+    putSealed("checked/" + std::to_string(env_.rank), control::encodeCounter(disagreement.empty() ? 0 : 1));
+    if (!disagreement.empty()) {
+      if (hostsStore()) waitForAll("checked", std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(10)));
+      throw Error(ErrorKind::InvalidInput, "", where, disagreement);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::RankFailed, "", where, "lost the rendezvous store: " + plainMessage(e));
   }
 }
 
@@ -257,43 +433,37 @@ void DistContext::flush() {
   }
 }
 
-void DistContext::barrier() {
-  // A store barrier: works for every backend and honours the timeout.
-  std::string key = "barrier/" + std::to_string(barrierCount_++);
-  store_->add(key, 1);
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (store_->add(key, 0) < env_.world) {
-    if (std::chrono::steady_clock::now() > deadline) throw Error(ErrorKind::Internal, "", "barrier", "timed out");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-void DistContext::put(const std::string& key, const std::string& value) {
-  store_->set("kv/" + key, std::vector<uint8_t>(value.begin(), value.end()));
-}
+void DistContext::put(const std::string& key, const std::string& value) { putSealed("kv/" + key, value); }
 
 std::string DistContext::get(const std::string& key) {
   store_->wait({"kv/" + key}, timeout_);
-  auto v = store_->get("kv/" + key);
-  return std::string(v.begin(), v.end());
+  return *readSealed("kv/" + key);
 }
 
-void DistContext::abort(const std::string& why) {
+void DistContext::abort(const control::AbortNotice& notice) {
   try {
-    std::string msg = "rank " + std::to_string(env_.rank) + ": " + why;
-    store_->set("abort", std::vector<uint8_t>(msg.begin(), msg.end()));
+    // The first notice stays: it is the root cause the others name.
+    std::string sealed = control::seal(key_, "abort", control::encodeAbort(notice));
+    store_->compareSet("abort", {}, std::vector<uint8_t>(sealed.begin(), sealed.end()));
   } catch (...) {
     // The store itself may be what failed; the others notice that too.
   }
 }
 
 std::string DistContext::postedAbort() {
+  std::optional<std::string> payload;
   try {
-    if (!store_->check({"abort"})) return "";
-    auto v = store_->get("abort");
-    return std::string(v.begin(), v.end());
+    payload = readSealed("abort");
+  } catch (const Error&) {
+    return "the store holds an abort message that does not verify";
   } catch (...) {
     return "";
+  }
+  if (!payload) return "";
+  try {
+    return control::describe(control::decodeAbort(*payload, env_.world));
+  } catch (const Error&) {
+    return "the store holds an abort message that does not decode";
   }
 }
 
@@ -351,15 +521,15 @@ void DistContext::abortGroup() {
 }
 
 void DistContext::watch(std::function<void(const std::string&)> onAbort) {
-  auto store = store_;
   auto silence = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
-  watcher_ = std::thread([this, store, onAbort, silence] {
+  watcher_ = std::thread([this, onAbort, silence] {
     using Clock = std::chrono::steady_clock;
-    const std::string me = std::to_string(env_.rank);
+    const std::string me = "hb/" + std::to_string(env_.rank);
     // Per peer: the heartbeat counter last read, and when it last moved.
     std::map<int, std::pair<int64_t, Clock::time_point>> seen;
     for (int r = 0; r < env_.world; ++r)
       if (r != env_.rank) seen[r] = {-1, Clock::now()};
+    uint64_t beats = 0;
     // onAbort once: the watcher's work is done when it has told why.
     bool fired = false;
     auto fire = [&](const std::string& why) {
@@ -368,28 +538,31 @@ void DistContext::watch(std::function<void(const std::string&)> onAbort) {
     };
     for (int tick = 0; !stopWatch_ && !fired; ++tick) {
       try {
-        if (store->check({"abort"})) {
-          auto v = store->get("abort");
-          fire(std::string(v.begin(), v.end()));
+        if (store_->check({"abort"})) {
+          fire(postedAbort());
           continue;
         }
         if (tick % 5 == 0) {
-          // add() never blocks, unlike get() on a key not yet written.
-          store->add("heartbeat/" + me, 1);
+          putSealed(me, control::encodeCounter(++beats));
           auto now = Clock::now();
           for (auto& [peer, last] : seen) {
-            int64_t beat = store->add("heartbeat/" + std::to_string(peer), 0);
+            auto payload = readSealed("hb/" + std::to_string(peer));
+            int64_t beat = payload ? static_cast<int64_t>(control::decodeCounter(*payload)) : -1;
             if (beat != last.first) {
               last = {beat, now};
-            } else if (now - last.second > silence && store->add("done/" + std::to_string(peer), 0) == 0 && !stopWatch_) {
-              std::string why = "rank " + std::to_string(peer) + " is dead or frozen: no heartbeat for " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last.second).count()) +
-                                " s";
-              abort(why);  // so that every rank names the peer, not the store that may go with this rank
-              fire(why);
+            } else if (now - last.second > silence && !stopWatch_) {
+              control::AbortNotice notice{control::AbortCode::PeerSilent, env_.rank, peer, 0};
+              abort(notice);  // so that every rank names the peer, not the store that may go with this rank
+              fire(control::describe(notice));
               break;
             }
           }
+        }
+      } catch (const Error& e) {
+        // A message that does not decode or verify: the others learn it by a code.
+        if (!stopWatch_) {
+          abort(control::AbortNotice{control::AbortCode::BadMessage, env_.rank, -1, 0});
+          fire(e.what());
         }
       } catch (const std::exception& e) {
         if (!stopWatch_) fire("lost contact with the rendezvous store (" + firstLine(e.what()) + ")");
@@ -400,15 +573,18 @@ void DistContext::watch(std::function<void(const std::string&)> onAbort) {
 }
 
 void DistContext::finish() {
-  // Peers stop expecting heartbeats from a rank that says it is done.
-  store_->add("done/" + std::to_string(env_.rank), 1);
+  // Heartbeats go on (the watcher runs) until every rank is done: a peer is
+  // never exempt from the check on the store's word.
+  putSealed("finished/" + std::to_string(env_.rank), control::encodeCounter(0));
+  std::vector<int> missing = waitForAll("finished", timeout_);
+  if (!missing.empty())
+    throw PeerError(PeerError::Why::Timeout, missing[0], "finishing",
+                    std::string(missing.size() == 1 ? "rank " : "ranks ") + rankList(missing) +
+                        " did not finish within the timeout");
   stopWatch_ = true;
   if (watcher_.joinable()) watcher_.join();
-  store_->add("finished", 1);
-  if (env_.rank != 0) return;
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (store_->add("finished", 0) < env_.world && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  putSealed("left/" + std::to_string(env_.rank), control::encodeCounter(0));
+  if (hostsStore()) waitForAll("left", std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(10)));
 }
 
 }  // namespace pipecut::runtime

@@ -30,6 +30,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "runtime/control_messages.h"
+#include "runtime/run_identity.h"
 #include "support/error.h"
 
 namespace pipecut {
@@ -60,17 +62,28 @@ struct DistEnv {
   int rank = 0, world = 1, localRank = 0;
   int localWorld = 0;        // LOCAL_WORLD_SIZE: processes per machine (0: not given)
   std::string masterAddr = "127.0.0.1";
-  int masterPort = 29500;
+  int masterPort = 29500;    // 1..65535
   bool agentStore = false;   // TORCHELASTIC_USE_AGENT_STORE=True
-  std::string attempt = "0"; // TORCHELASTIC_RESTART_COUNT
+  std::string attempt = "0"; // TORCHELASTIC_RESTART_COUNT (digits)
+  // PIPECUT_RDZV_SECRET: seals every message pipecut leaves in the store
+  // (runtime/control_messages.h). Never written to the store or printed.
+  std::string secret;
+  // Throws pipecut::Error (InvalidInput) naming the variable.
   static DistEnv fromEnvironment();
 };
 
+
+
 class DistContext {
  public:
-  // backend: "gloo", "gloo-strict" or "nccl". Throws pipecut::Error on
-  // rendezvous failure.
-  DistContext(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout);
+  // backend: "gloo", "gloo-strict" or "nccl". The rendezvous: rank 0 hosts
+  // the store on MASTER_ADDR's own address (loopback stays loopback); every
+  // rank says hello and publishes its identity, waits for every other rank's
+  // (a rank that never arrives within the timeout: RankFailed naming it),
+  // and compares (runtime/run_identity.h; a difference: InvalidInput naming
+  // the field and the rank); then the process group is made.
+  DistContext(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
+              const RunIdentity& identity);
   ~DistContext();
 
   int rank() const { return env_.rank; }
@@ -103,20 +116,27 @@ class DistContext {
   void flush();  // waits for every outstanding send
   // The issuing thread is done (after flush): another may issue from now on.
   void releaseIssuer();
-  void barrier();
 
-  // Small values between ranks (metrics at the end of a run).
+  // Small values between ranks (report values at the end of a run), sealed
+  // (runtime/control_messages.h). get waits up to the timeout; what it
+  // returns verified, and the caller decodes it strictly.
   void put(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
+  // Rank 0's process id, from its hello (a checkpoint's temporary directory
+  // is named after it: runtime/train_checkpoint.cpp).
+  int64_t rank0Pid() const { return rank0Pid_; }
 
-  // Tells every rank to stop: they print `why` and exit non-zero.
-  void abort(const std::string& why);
+  // Tells every rank to stop (the first notice posted stays); each prints
+  // control::describe() of it and exits non-zero.
+  void abort(const control::AbortNotice& notice);
   // Aborts the process group (NCCL: ncclCommAbort on its communicators, so
   // that no kernel waits forever on a dead peer; Gloo: nothing to do) before
   // this process exits. Safe from any thread; issues no message.
   void abortGroup();
-  // The abort another rank posted, if any ("" when none): the root cause of
-  // a failure here is often a peer that failed first.
+  // The abort another rank posted, described (control::describe), if any
+  // ("" when none): the root cause of a failure here is often a peer that
+  // failed first. A posted abort that does not decode or verify reads as
+  // "the store holds an abort that ...".
   std::string postedAbort();
   // Ends every c10d wait this rank is in, and any it starts later: each
   // throws PeerError (Why::Stopped) with `why` as its message. Gloo's sends
@@ -131,17 +151,26 @@ class DistContext {
   std::shared_ptr<const std::atomic<bool>> aliveFlag() const { return alive_; }
   // Starts the thread that watches for another rank's abort, the store's
   // loss, and peers' heartbeats, and calls onAbort, once.
-  // Every rank bumps its heartbeat counter in the store every 0.5 s; a peer
-  // whose counter stands still for `silence` (5 s, or the timeout when that
-  // is shorter) without having said it finished is declared dead. This is
-  // what ends a run whose peer died under NCCL, which, unlike Gloo's sockets,
-  // does not notice a dead peer.
+  // Every rank writes its heartbeat counter to the store every 0.5 s, until
+  // every rank has finished (finish()); a peer whose counter stands still
+  // for `silence` (5 s, or the timeout when that is shorter) is declared
+  // dead. This is what ends a run whose peer died under NCCL, which, unlike
+  // Gloo's sockets, does not notice a dead peer. Nothing in the store turns
+  // the check off for a peer: a rank that is done keeps beating until all are.
   void watch(std::function<void(const std::string&)> onAbort);
-  // Orderly end: stops watching, and rank 0 (which may host the store) waits
-  // until every rank has stopped watching before it goes away.
+  // Orderly end: marks this rank finished and waits (heartbeats going on)
+  // until every rank has (a rank missing past the timeout: RankFailed naming
+  // it); then stops watching, and rank 0 (which may host the store) waits
+  // for every rank to have left before it goes away.
   void finish();
 
  private:
+  void rendezvous(const RunIdentity& identity);
+  // Polls until every rank's `prefix/<rank>` is in the store or the timeout;
+  // returns the ranks still missing.
+  std::vector<int> waitForAll(const std::string& prefix, std::chrono::milliseconds timeout);
+  void putSealed(const std::string& key, const std::string& payload);
+  std::optional<std::string> readSealed(const std::string& key);
   void checkIssuer(const char* what);
   int wireTag(int tag, bool header) const;
   void sendUnchecked(const at::Tensor& t, int dst, int tag, const Shape& shape);
@@ -160,7 +189,8 @@ class DistContext {
   std::mutex sendMu_;
   std::deque<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<at::Tensor>>> pending_;
   size_t window_ = 16;
-  int barrierCount_ = 0;
+  control::MacKey key_;  // the run's key (empty without a secret)
+  int64_t rank0Pid_ = 0;
   std::atomic<bool> stopWatch_{false};
   std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
   std::mutex inflightMu_;  // guards the three below

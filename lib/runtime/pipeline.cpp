@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -24,10 +26,12 @@
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include "manifest/directory.h"
 #include "manifest/manifest.h"
 #include "manifest/shapes.h"
 #include "manifest/verify.h"
 #include "runtime/comm.h"
+#include "runtime/control_messages.h"
 #include "runtime/comm_schedule.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
@@ -35,6 +39,7 @@
 #include "runtime/host_allocator.h"
 #include "runtime/inputs.h"
 #include "runtime/local_stage.h"
+#include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "runtime/rank_exit.h"
 #include "runtime/reference.h"
@@ -54,13 +59,16 @@ double msBetween(Clock::time_point a, Clock::time_point b) {
 
 class Engine {
  public:
-  Engine(const RunOptions& o, Manifest m) : o_(o), m_(std::move(m)), P_(m_.stages.size()) {}
+  Engine(const RunOptions& o, SplitDirectory split)
+      : o_(o), m_(std::move(split.manifest)), manifestSha256_(std::move(split.manifestSha256)), P_(m_.stages.size()) {}
 
   RunReport run() {
     setupPlacement();
+    checkOutputs();
     if (world_ > 1) {
       dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
-                                            std::chrono::milliseconds(static_cast<int64_t>(o_.timeoutSeconds * 1000)));
+                                            std::chrono::milliseconds(static_cast<int64_t>(o_.timeoutSeconds * 1000)),
+                                            inferenceIdentity(o_, manifestSha256_, stageRank_, backend_));
       dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, kStopGrace); });
     }
     loadStages();
@@ -93,6 +101,14 @@ class Engine {
     backend_ = pl.backend;
   }
 
+  // Refusals of an output come before the run, not after it.
+  void checkOutputs() {
+    const std::vector<std::string> inputs = runInputs(o_);
+    if (rank_ == 0 && !o_.outputPath.empty()) support::checkDestination(runOutputDestination(o_, inputs));
+    if (!o_.tracePath.empty())
+      support::checkDestination(traceDestination(rankTracePath(o_.tracePath, rank_, world_), o_, inputs));
+  }
+
   void loadStages() {
     if (o_.verifyHashes) {
       // This rank's stage files, hashed on every core before anything loads.
@@ -100,6 +116,9 @@ class Engine {
       check.select = [&](const Stage& st, const StageFile& f) {
         return stageRank_[st.index] == rank_ && f.format == stageFormatName(o_.stageFormat);
       };
+      // A pinned manifest pins its stage files by their SHA-256 (XXH3-128
+      // guards against accidents, not a forger).
+      check.sha256 = !o_.expectManifestSha256.empty();
       auto start = Clock::now();
       verifyStageFiles(o_.dir, m_, check);
       verifyMs_ = msBetween(start, Clock::now());
@@ -231,9 +250,8 @@ class Engine {
       ls->timer.start(ls->stream, trace_.enabled() || ls->device.is_cuda());
     }
     failed_ = false;
-    firstError_.clear();
-    firstInvalid_ = nullptr;
-    stoppedBy_.clear();
+    firstError_ = nullptr;
+    firstText_.clear();
     t0_ = Clock::now();
 
     // One worker per local stage, and in a multi-process run the one thread
@@ -258,11 +276,7 @@ class Engine {
     for (auto& t : threads) t.join();
     finished = true;
     if (progress.joinable()) progress.join();
-    // Bad input found by a stage keeps its kind (exit 2); anything else that
-    // stopped a stage is the pipeline's failure.
-    if (failed_ && firstInvalid_) std::rethrow_exception(firstInvalid_);
-    if (failed_ && !stoppedBy_.empty()) throw PeerError(PeerError::Why::Stopped, -1, "", stoppedBy_);
-    if (failed_) throw Error(ErrorKind::Internal, "", "pipeline", firstError_);
+    if (failed_) rethrowFirstError();
     for (auto& [s, ls] : local_) {
       ls->timer.finish();  // the GPU's last kernels: the run ends when they do
       if (trace_.enabled())
@@ -280,23 +294,13 @@ class Engine {
     return n;
   }
 
+  // Runs a worker's or the communication thread's body; its failure (the
+  // first of the rank's) stops every other thread of the rank.
   template <class F>
   void guarded(F&& f) {
     try {
       f();
     } catch (const Aborted&) {
-    } catch (const PeerError& e) {
-      if (e.why() == PeerError::Why::Stopped) {
-        std::lock_guard<std::mutex> lk(errMu_);
-        if (!failed_) stoppedBy_ = e.message();
-      }
-      fail(e.what());
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::InvalidInput) {
-        std::lock_guard<std::mutex> lk(errMu_);
-        if (!failed_) firstInvalid_ = std::current_exception();
-      }
-      fail(e.what());
     } catch (const std::exception& e) {
       fail(e.what());
     }
@@ -307,15 +311,29 @@ class Engine {
       std::lock_guard<std::mutex> lk(errMu_);
       if (failed_) return;
       failed_ = true;
-      firstError_ = firstLine(what);
+      firstError_ = std::current_exception();
+      firstText_ = firstLine(what);
     }
     // Every thread of this rank ends: those in c10d calls by the interrupt,
     // those waiting on each other by the aborts. The run then ends in run()'s
     // failRank, which tells the other ranks.
-    if (dist_) dist_->interrupt(firstError_);
+    if (dist_) dist_->interrupt(firstText_);
     gate_->abort();
     for (auto& [s, ls] : local_) ls->mailbox->abort();
     if (comm_) comm_->abort();
+  }
+
+  // The rank's first failure as it was thrown: bad input keeps its kind
+  // (exit 2), a lost peer stays a PeerError (the others are told which peer);
+  // anything else that stopped a stage is the pipeline's failure.
+  [[noreturn]] void rethrowFirstError() {
+    try {
+      std::rethrow_exception(firstError_);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception&) {
+      throw Error(ErrorKind::Internal, "", "pipeline", firstText_);
+    }
   }
 
   void feedPassthroughOutputs() {
@@ -482,21 +500,23 @@ class Engine {
     std::vector<DeviceMemory> mem = deviceMemory(stages, rank_);
     r.deviceBubbles = deviceBubbles(stages, rank_, r.wallMs);
     if (dist_) {
-      nlohmann::json bj = nlohmann::json::array();
-      for (const auto& b : r.deviceBubbles) bj.push_back({b.device, b.busyMs, b.bubble});
-      dist_->put("bubble/" + std::to_string(rank_), bj.dump());
-      nlohmann::json mj = nlohmann::json::array();
-      for (const auto& d : mem) mj.push_back({d.device, d.peakBytes});
-      dist_->put("mem/" + std::to_string(rank_), mj.dump());
+      // Numbers only: a device goes as its CUDA index (-1: the CPU), so that
+      // nothing a peer sends is shown as text (runtime/control_messages.h).
+      std::vector<double> bubbles, peaks;
+      for (const auto& b : r.deviceBubbles)
+        bubbles.insert(bubbles.end(), {deviceCode(b.device), b.busyMs, b.bubble});
+      for (const auto& d : mem) peaks.insert(peaks.end(), {deviceCode(d.device), static_cast<double>(d.peakBytes)});
+      dist_->put("bubble/" + std::to_string(rank_), control::encodeNumbers(bubbles));
+      dist_->put("mem/" + std::to_string(rank_), control::encodeNumbers(peaks));
       if (rank_ == 0) {
         mem.clear();
         r.deviceBubbles.clear();
-        for (int rk = 0; rk < world_; ++rk)
-          for (const auto& e : nlohmann::json::parse(dist_->get("bubble/" + std::to_string(rk))))
-            r.deviceBubbles.push_back(DeviceBubble{rk, e[0].get<std::string>(), e[1].get<double>(), e[2].get<double>()});
-        for (int rk = 0; rk < world_; ++rk)
-          for (const auto& e : nlohmann::json::parse(dist_->get("mem/" + std::to_string(rk))))
-            mem.push_back(DeviceMemory{rk, e[0].get<std::string>(), e[1].get<uint64_t>()});
+        for (int rk = 0; rk < world_; ++rk) {
+          auto b = decodeDeviceRows(dist_->get("bubble/" + std::to_string(rk)), 3, "device bubbles of rank " + std::to_string(rk));
+          for (size_t i = 0; i < b.size(); i += 3) r.deviceBubbles.push_back(DeviceBubble{rk, deviceName(b[i]), b[i + 1], b[i + 2]});
+          auto p = decodeDeviceRows(dist_->get("mem/" + std::to_string(rk)), 2, "peak memory of rank " + std::to_string(rk));
+          for (size_t i = 0; i < p.size(); i += 2) mem.push_back(DeviceMemory{rk, deviceName(p[i]), static_cast<uint64_t>(p[i + 1])});
+        }
       }
     }
     r.stageStats = gatherStageStats(dist_.get(), rank_, "busy", busy, stageRank_, devices_, r.wallMs);
@@ -520,14 +540,33 @@ class Engine {
       if (!o_.outputPath.empty()) {
         std::vector<std::pair<std::string, at::Tensor>> named;
         for (size_t j = 0; j < outputs_.size(); ++j) named.emplace_back("output." + std::to_string(j), outputs_[j]);
-        writeSafetensors(o_.outputPath, named, {{"format", "pipecut-run-1"}});
+        support::writeStaged(runOutputDestination(o_, runInputs(o_)), [&](const std::filesystem::path& tmp) {
+          writeSafetensors(tmp.string(), named, {{"format", kRunOutputFormat}});
+        });
       }
       if (!o_.checkPath.empty()) check(r);
     }
     if (!o_.tracePath.empty()) {
-      trace_.write(rankTracePath(o_.tracePath, rank_, world_), stageNames());
+      trace_.write(traceDestination(rankTracePath(o_.tracePath, rank_, world_), o_, runInputs(o_)), stageNames());
     }
     return r;
+  }
+
+  static double deviceCode(const std::string& device) {
+    c10::Device d(device);
+    return d.is_cuda() ? d.index() : -1;
+  }
+  static std::string deviceName(double code) { return code < 0 ? "cpu" : "cuda:" + std::to_string(static_cast<int>(code)); }
+  // Rows of `width` numbers whose first is a device code: -1 or a CUDA index.
+  static std::vector<double> decodeDeviceRows(const std::string& bytes, size_t width, const std::string& what) {
+    std::vector<double> v = control::decodeNumbers(bytes, 64 * width, false, what);
+    bool ok = v.size() % width == 0;
+    for (size_t i = 0; ok && i < v.size(); i += width) {
+      ok = (v[i] == -1 || (v[i] >= 0 && v[i] < 1024 && v[i] == static_cast<int>(v[i])));
+      for (size_t k = 1; k < width; ++k) ok &= std::isfinite(v[i + k]) && v[i + k] >= 0;
+    }
+    if (!ok) throw Error(ErrorKind::RankFailed, "", "rendezvous store", "the " + what + " message holds values that cannot be");
+    return v;
   }
 
   std::map<int, std::string> stageNames() const {
@@ -557,6 +596,7 @@ class Engine {
 
   RunOptions o_;
   Manifest m_;
+  std::string manifestSha256_;
   size_t P_;
   int rank_ = 0, world_ = 1, localRank_ = 0;
   std::vector<int> stageRank_;
@@ -581,18 +621,20 @@ class Engine {
   Trace trace_;
   std::mutex errMu_;
   bool failed_ = false;
-  std::string firstError_;
-  std::exception_ptr firstInvalid_;  // the first failure, when it was bad input
-  std::string stoppedBy_;            // the first failure, when another rank's abort interrupted a wait: why
+  std::exception_ptr firstError_;  // the rank's first failure (rethrowFirstError)
+  std::string firstText_;          // its first line
 };
 
 }  // namespace
 
 RunReport runPipeline(const RunOptions& o) {
   keepFreedHostMemory();
-  Manifest m = readManifest(o.dir);
-  if (m.stages.empty()) throw Error(ErrorKind::InvalidInput, o.dir, "manifest", "lists no stages");
-  return Engine(o, std::move(m)).run();
+  if (o.iterations < 1) throw Error(ErrorKind::Usage, "", "--iterations", "must be at least 1");
+  if (o.warmup < 0) throw Error(ErrorKind::Usage, "", "--warmup", "must not be negative");
+  if (o.microbatches < 1) throw Error(ErrorKind::Usage, "", "--microbatches", "must be at least 1");
+  SplitDirectory split = openSplitDirectory(o.dir, o.expectManifestSha256);
+  if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.dir, "manifest", "lists no stages");
+  return Engine(o, std::move(split)).run();
 }
 
 }  // namespace pipecut::runtime

@@ -40,6 +40,8 @@ struct RunOptions {
   int threads = 0;                         // intra-op threads per stage; 0: cores / (local stages x LOCAL_WORLD_SIZE)
   bool progress = false;
   bool verifyHashes = true;
+  std::string expectManifestSha256;        // refuse a split whose manifest.pb hashes otherwise (manifest/directory.h)
+  bool force = false;                      // outputs may replace what pipecut did not write (runtime/outputs.h)
   StageFormat stageFormat = StageFormat::TorchScript;  // which files run: .pt, or .pt2 through NativeRT
 };
 

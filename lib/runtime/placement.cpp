@@ -63,10 +63,19 @@ Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int worl
     pl.devices.push_back(dev);
   }
 
+  // The backend is checked in one process too: a run that names one is
+  // refused alike however many processes it has.
+  const std::string& b = o.backend;
+  if (b != "auto" && b != "gloo" && b != "gloo-strict" && b != "nccl")
+    invalidInput("--backend", "unknown backend '" + b + "' (gloo, gloo-strict, nccl, auto)");
+  if (b == "nccl")
+    for (size_t s = 0; s < P; ++s)
+      if (!pl.devices[s].is_cuda())
+        invalidInput("--backend nccl", stageName(s) + " (rank " + std::to_string(pl.stageRank[s]) + ") is on " +
+                                           pl.devices[s].str() +
+                                           "; NCCL carries only CUDA tensors: put every stage on a GPU, or use "
+                                           "--backend gloo");
   if (world > 1) {
-    const std::string& b = o.backend;
-    if (b != "auto" && b != "gloo" && b != "gloo-strict" && b != "nccl")
-      invalidInput("--backend", "unknown backend '" + b + "' (gloo, gloo-strict, nccl, auto)");
     // Two ranks on one machine on one GPU: ranks r1 != r2 with equal
     // r / LOCAL_WORLD_SIZE (torchrun's numbering) and equal cuda:N.
     std::string shared;
@@ -79,17 +88,9 @@ Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int worl
             shared = "ranks " + std::to_string(ra) + " (" + stageName(a) + ") and " + std::to_string(rc) + " (" +
                      stageName(c) + ") of one machine both use " + pl.devices[a].str();
         }
-    if (b == "nccl") {
-      for (size_t s = 0; s < P; ++s)
-        if (!pl.devices[s].is_cuda())
-          invalidInput("--backend nccl", stageName(s) + " (rank " + std::to_string(pl.stageRank[s]) + ") is on " +
-                                             pl.devices[s].str() +
-                                             "; NCCL carries only CUDA tensors: put every stage on a GPU, or use "
-                                             "--backend gloo");
-      if (!shared.empty())
-        invalidInput("--backend nccl", shared + "; NCCL needs a GPU of its own per rank: give each rank its own "
-                                                "device (--devices cuda means cuda:LOCAL_RANK), or use --backend gloo");
-    }
+    if (b == "nccl" && !shared.empty())
+      invalidInput("--backend nccl", shared + "; NCCL needs a GPU of its own per rank: give each rank its own "
+                                              "device (--devices cuda means cuda:LOCAL_RANK), or use --backend gloo");
     pl.backend = b == "auto" ? (pl.allCuda && shared.empty() ? "nccl" : "gloo") : b;
   }
 

@@ -14,12 +14,14 @@
 #include <torch/script.h>
 
 #include "emit/torchscript_profile.h"
+#include "manifest/directory.h"
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
 #include "pt2/package.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/inputs.h"
+#include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "support/error.h"
 
@@ -234,7 +236,9 @@ std::vector<at::Tensor> tensorsOf(const c10::IValue& v, const std::string& what)
 }  // namespace
 
 ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
-  Manifest m = readManifest(o.dir);
+  const support::Destination out = profileDestination(profilePath, o);
+  support::checkDestination(out);  // before minutes of timing, not after
+  Manifest m = openSplitDirectory(o.dir, o.expectManifestSha256).manifest;
   if (m.stages.size() != 1)
     throw Error(ErrorKind::InvalidInput, o.dir, "manifest",
                 "lists " + std::to_string(m.stages.size()) + " stages; --profile times the nodes of a one-stage split "
@@ -252,6 +256,7 @@ ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
   if (o.verifyHashes) {
     StageFileCheck check;
     check.select = [](const Stage&, const StageFile& f) { return f.format == "pt2"; };
+    check.sha256 = !o.expectManifestSha256.empty();  // a pin holds by SHA-256
     verifyStageFiles(o.dir, m, check);
   }
   c10::Device device = placeStages(m, o, 0, 1, 0).devices.at(0);
@@ -337,13 +342,13 @@ ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
   }
   if (device.is_cpu()) r.transfer = probeLoopbackTransfer();
   std::string text = profileJson(r);
-  pt2::writeFileAtomically(profilePath, [&](const auto& sink) { sink(text.data(), text.size()); });
+  support::writeFileStaged(out, [&](const support::ByteSink& sink) { sink(text.data(), text.size()); });
   return r;
 }
 
 std::string profileJson(const ProfileReport& r) {
   nlohmann::ordered_json j;
-  j["format"] = "pipecut-profile";
+  j["format"] = kProfileFormat;
   j["version"] = 1;
   j["source_model"] = r.sourceModel;
   j["source_sha256"] = r.sourceSha256;

@@ -22,13 +22,13 @@ namespace {
 }
 
 // The message every rank prints: a peer's posted abort when there is one.
-std::string rootCause(DistContext& dist, const std::string& why, bool echo) {
+std::string rootCause(DistContext& dist, const std::string& why, bool echo, const control::AbortNotice& notice) {
   for (int i = 0; i < (echo ? 10 : 1); ++i) {
     std::string prior = dist.postedAbort();
     if (!prior.empty()) return "stopping: " + prior + " (here: " + why + ")";
     if (echo) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  dist.abort(why);
+  dist.abort(notice);
   return why;
 }
 
@@ -37,7 +37,19 @@ std::string rootCause(DistContext& dist, const std::string& why, bool echo) {
 void failRankOn(DistContext& dist, int rank, const std::exception& e) {
   const auto* peer = dynamic_cast<const PeerError*>(&e);
   const bool stopped = peer && peer->why() == PeerError::Why::Stopped;
-  failRank(dist, rank, stopped ? peer->message() : firstLine(e.what()), peer != nullptr, stopped);
+  control::AbortNotice notice{control::AbortCode::RankFailed, rank, -1, static_cast<uint8_t>(ErrorKind::Internal)};
+  if (peer && peer->peer() >= 0 && peer->peer() < dist.world() && peer->why() != PeerError::Why::Stopped) {
+    notice.code = peer->why() == PeerError::Why::Timeout ? control::AbortCode::PeerTimeout
+                  : peer->why() == PeerError::Why::Silent ? control::AbortCode::PeerSilent
+                                                          : control::AbortCode::PeerLost;
+    notice.peer = peer->peer();
+    notice.kind = 0;
+  } else if (peer) {
+    notice.kind = static_cast<uint8_t>(ErrorKind::RankFailed);
+  } else if (const auto* err = dynamic_cast<const Error*>(&e)) {
+    notice.kind = static_cast<uint8_t>(err->exitCode());
+  }
+  failRank(dist, rank, stopped ? peer->message() : firstLine(e.what()), peer != nullptr, stopped, notice);
 }
 
 void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::milliseconds grace) {
@@ -53,13 +65,14 @@ void stopRank(DistContext& dist, int rank, const std::string& why, std::chrono::
   }).detach();
 }
 
-void failRank(DistContext& dist, int rank, const std::string& why, bool echo, bool stopped) {
+void failRank(DistContext& dist, int rank, const std::string& why, bool echo, bool stopped,
+              const control::AbortNotice& notice) {
   std::string cause;
   if (stopped) {
     std::string prior = dist.postedAbort();
     cause = "stopping: " + (prior.empty() ? why : prior);
   } else {
-    cause = rootCause(dist, why, echo);
+    cause = rootCause(dist, why, echo, notice);
   }
   dist.abortGroup();
   if (dist.hostsStore()) std::this_thread::sleep_for(std::chrono::milliseconds(700));

@@ -25,7 +25,10 @@ namespace pipecut::runtime {
 // stopped: the failure here is a wait DistContext::interrupt ended (a
 // PeerError of Why::Stopped, `why` its message): the message is the cause
 // only, "stopping: <posted abort, else why>".
-[[noreturn]] void failRank(DistContext& dist, int rank, const std::string& why, bool echo, bool stopped = false);
+// `notice`: what to post when this rank's failure is the first (a code, not
+// `why`: runtime/control_messages.h).
+[[noreturn]] void failRank(DistContext& dist, int rank, const std::string& why, bool echo, bool stopped,
+                           const control::AbortNotice& notice);
 
 // failRank for the exception that ended this rank's run: a PeerError is an
 // echo of a peer's failure (Why::Stopped: a wait a peer's abort ended);

@@ -2,6 +2,7 @@
 
 #include <torch/nativert/ModelRunnerHandle.h>
 
+#include "runtime/stage_failure.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
@@ -29,6 +30,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
   const std::string path = dir + "/" + stageFileOf(st, f).path;
   StageProgram p;
   p.format_ = f;
+  p.stage_ = st.index;
   if (f == StageFormat::Pt2 && !device.is_cpu())
     throw Error(ErrorKind::InvalidInput, path, "",
                 "a .pt2 stage runs on the CPU (NativeRT here places no weights on " + device.str() +
@@ -52,10 +54,27 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
 }
 
 std::vector<c10::IValue> StageProgram::forward(std::vector<c10::IValue> args) {
-  if (nativert_) return nativert_->runWithFlatInputsAndOutputs(std::move(args));
-  c10::IValue out = module_->forward(args);
-  const auto& elements = out.toTupleRef().elements();
-  return std::vector<c10::IValue>(elements.begin(), elements.end());
+  auto failed = [&](const std::string& text) {
+    StageFailure f = parseStageFailure(text);
+    std::string node = describeFailingNode(f);
+    throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(stage_) + (node.empty() ? "" : ": " + node),
+                f.cause);
+  };
+  try {
+    if (nativert_) return nativert_->runWithFlatInputsAndOutputs(std::move(args));
+    c10::IValue out = module_->forward(args);
+    const auto& elements = out.toTupleRef().elements();
+    return std::vector<c10::IValue>(elements.begin(), elements.end());
+  } catch (const c10::OutOfMemoryError& e) {
+    throw Error(ErrorKind::Environment, "", "stage " + std::to_string(stage_), firstLine(e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    failed(e.what_without_backtrace());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // NativeRT's own std::runtime_error
+    failed(e.what());
+  }
+  return {};
 }
 
 }  // namespace pipecut::runtime

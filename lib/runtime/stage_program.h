@@ -41,12 +41,16 @@ class StageProgram {
 
   StageFormat format() const { return format_; }
   // forward() in the manifest's argument order; results in its output order.
+  // An operator that fails is an Error (InvalidInput) naming the stage, the
+  // node and the cause (runtime/stage_failure.h); out of memory is
+  // Environment.
   std::vector<c10::IValue> forward(std::vector<c10::IValue> args);
   // The TorchScript module (nullptr for a .pt2 stage).
   torch::jit::Module* module() { return module_ ? &*module_ : nullptr; }
 
  private:
   StageFormat format_ = StageFormat::TorchScript;
+  uint32_t stage_ = 0;
   std::optional<torch::jit::Module> module_;
   std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
 };

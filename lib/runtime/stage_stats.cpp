@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "runtime/control_messages.h"
 #include "runtime/distributed.h"
+#include "support/error.h"
 
 namespace pipecut::runtime {
 
@@ -11,9 +13,15 @@ std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std:
                                          const std::vector<c10::Device>& devices, double wallMs) {
   std::map<uint32_t, double> busy = localBusy;
   if (dist) {
-    for (const auto& [s, b] : localBusy) dist->put(key + "/" + std::to_string(s), std::to_string(b));
+    for (const auto& [s, b] : localBusy) dist->put(key + "/" + std::to_string(s), control::encodeNumbers({b}));
     if (rank == 0)
-      for (uint32_t s = 0; s < stageRank.size(); ++s) busy[s] = std::stod(dist->get(key + "/" + std::to_string(s)));
+      for (uint32_t s = 0; s < stageRank.size(); ++s) {
+        auto v = control::decodeNumbers(dist->get(key + "/" + std::to_string(s)), 1, true,
+                                        "busy time of stage " + std::to_string(s));
+        if (v.size() != 1)
+          throw Error(ErrorKind::RankFailed, "", "rendezvous store", "the busy time of stage " + std::to_string(s) + " is missing");
+        busy[s] = v[0];
+      }
   }
   std::vector<StageStats> out;
   for (uint32_t s = 0; s < stageRank.size(); ++s) {

@@ -1,9 +1,9 @@
 #include "runtime/trace.h"
 
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/outputs.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
@@ -24,7 +24,7 @@ void Trace::add(std::string name, const char* category, int tid, Clock::time_poi
                           std::chrono::duration<double, std::micro>(end - begin).count()});
 }
 
-void Trace::write(const std::string& path, const std::map<int, std::string>& threads) const {
+void Trace::write(const support::Destination& dst, const std::map<int, std::string>& threads) const {
   nlohmann::json events = nlohmann::json::array();
   std::lock_guard<std::mutex> lk(mu_);
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid_}, {"args", {{"name", "rank " + std::to_string(pid_)}}}});
@@ -33,9 +33,10 @@ void Trace::write(const std::string& path, const std::map<int, std::string>& thr
   for (const auto& e : events_)
     events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", pid_}, {"tid", e.tid},
                       {"ts", e.tsUs}, {"dur", e.durUs}});
-  std::ofstream out(path, std::ios::trunc);
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  if (!out) throw Error(ErrorKind::InvalidInput, path, "", "cannot write the trace");
+  std::string text = nlohmann::json{{"traceEvents", events},
+                                    {"displayTimeUnit", "ms"},
+                                    {"otherData", {{"format", kTraceFormat}}}}.dump() + "\n";
+  support::writeFileStaged(dst, [&](const support::ByteSink& sink) { sink(text.data(), text.size()); });
 }
 
 }  // namespace pipecut::runtime

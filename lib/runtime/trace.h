@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "support/staging.h"
+
 namespace pipecut::runtime {
 
 // Where rank `rank` writes a trace asked for at `path`: the path itself in
@@ -25,8 +27,9 @@ class Trace {
   }
   bool enabled() const { return enabled_; }
   void add(std::string name, const char* category, int tid, Clock::time_point begin, Clock::time_point end);
-  // `threads`: display names per tid.
-  void write(const std::string& path, const std::map<int, std::string>& threads) const;
+  // `threads`: display names per tid. Written beside `dst` and renamed into
+  // place; otherData.format says pipecut wrote it (runtime/outputs.h).
+  void write(const support::Destination& dst, const std::map<int, std::string>& threads) const;
 
  private:
   struct Event {

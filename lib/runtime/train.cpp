@@ -26,12 +26,15 @@
 #include <torch/script.h>
 
 #include "manifest/checkpoint.h"
+#include "manifest/directory.h"
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
+#include "runtime/control_messages.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
 #include "runtime/host_allocator.h"
 #include "runtime/inputs.h"
+#include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "runtime/rank_exit.h"
 #include "runtime/reference.h"
@@ -79,14 +82,18 @@ class Trainer {
   using TiedCopies = std::vector<TiedCopy>;
 
  public:
-  Trainer(const TrainOptions& o, Manifest m) : o_(o), m_(std::move(m)), P_(static_cast<uint32_t>(m_.stages.size())) {}
+  Trainer(const TrainOptions& o, SplitDirectory split)
+      : o_(o), m_(std::move(split.manifest)), manifestSha256_(std::move(split.manifestSha256)),
+        P_(static_cast<uint32_t>(m_.stages.size())) {}
 
   TrainReport run() {
     checkProgram();
     plan();
+    checkOutputs();
     if (world_ > 1) {
-      dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
-                                            std::chrono::milliseconds(static_cast<int64_t>(o_.run.timeoutSeconds * 1000)));
+      dist_ = std::make_unique<DistContext>(
+          DistEnv::fromEnvironment(), backend_, std::chrono::milliseconds(static_cast<int64_t>(o_.run.timeoutSeconds * 1000)),
+          trainingIdentity(o_, manifestSha256_, plan_.stageRank, backend_, trainScheduleName(o_.schedule)));
       // The c10d calls are all this thread's: the interrupt ends the one it
       // waits in, and the failure unwinds to the catch below.
       dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, kStopGrace); });
@@ -118,6 +125,15 @@ class Trainer {
   }
 
  private:
+  // Refusals of an output come before training, not after it.
+  void checkOutputs() {
+    const std::vector<std::string> inputs = runInputs(o_.run, {o_.dataPath, o_.loadCheckpoint});
+    if (!o_.saveCheckpoint.empty() && rank_ == 0)
+      support::checkDestination(checkpointDestination(o_.saveCheckpoint, o_.run, inputs));
+    if (!o_.run.tracePath.empty())
+      support::checkDestination(traceDestination(rankTracePath(o_.run.tracePath, rank_, world_), o_.run, inputs));
+  }
+
   // --train takes a program that ends in its loss: one scalar floating output.
   void checkProgram() {
     auto bad = [&](const std::string& what) {
@@ -176,6 +192,7 @@ class Trainer {
     if (o_.run.verifyHashes) {
       StageFileCheck check;
       check.select = [&](const Stage& st, const StageFile& f) { return isLocalStage(st.index) && f.format == "torchscript"; };
+      check.sha256 = !o_.run.expectManifestSha256.empty();  // a pin holds by SHA-256
       verifyStageFiles(o_.run.dir, m_, check);
     }
     int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -664,8 +681,8 @@ class Trainer {
   }
 
   void saveCheckpoint() {
-    saveTrainCheckpoint(o_.saveCheckpoint, m_, firstStep_ + static_cast<uint64_t>(steps_), o_.optimizer, localState(),
-                        dist_.get());
+    saveTrainCheckpoint(checkpointDestination(o_.saveCheckpoint, o_.run, runInputs(o_.run, {o_.dataPath, o_.loadCheckpoint})),
+                        m_, firstStep_ + static_cast<uint64_t>(steps_), o_.optimizer, localState(), dist_.get());
     checkpointWritten_ = o_.saveCheckpoint;
   }
 
@@ -699,8 +716,12 @@ class Trainer {
     for (const auto& [s, st] : stages_) busy[s] = st->busyMs;
     r.losses = losses_;
     if (dist_) {
-      if (isLocalStage(lossStage_)) dist_->put("train/losses", nlohmann::json(losses_).dump());
-      if (rank_ == 0) r.losses = nlohmann::json::parse(dist_->get("train/losses")).get<std::vector<double>>();
+      if (isLocalStage(lossStage_)) dist_->put("train/losses", control::encodeNumbers(losses_));
+      if (rank_ == 0) {
+        r.losses = control::decodeNumbers(dist_->get("train/losses"), static_cast<size_t>(steps_), false, "losses");
+        if (r.losses.size() != static_cast<size_t>(steps_))
+          throw Error(ErrorKind::RankFailed, "", "rendezvous store", "the losses message lists another number of steps");
+      }
     }
     // In one process the plan's workers are threads of rank 0.
     std::vector<int> stageRank = plan_.stageRank;
@@ -712,13 +733,16 @@ class Trainer {
       std::map<int, std::string> names;
       for (int w : localWorkers_) names[w] = r.plan[static_cast<size_t>(w)];  // "rank 1: 1F0 1F1 1B0 ..."
       if (comm_) names[messageRow()] = "rank " + std::to_string(rank_) + " messages";
-      trace_.write(rankTracePath(o_.run.tracePath, rank_, world_), names);
+      trace_.write(traceDestination(rankTracePath(o_.run.tracePath, rank_, world_), o_.run,
+                                    runInputs(o_.run, {o_.dataPath, o_.loadCheckpoint})),
+                   names);
     }
     return r;
   }
 
   TrainOptions o_;
   Manifest m_;
+  std::string manifestSha256_;
   uint32_t P_, M_ = 1;
   uint32_t lossStage_ = 0;
   int rank_ = 0, world_ = 1;
@@ -757,9 +781,10 @@ class Trainer {
 
 TrainReport runTraining(const TrainOptions& o) {
   keepFreedHostMemory();
-  Manifest m = readManifest(o.run.dir);
-  if (m.stages.empty()) throw Error(ErrorKind::InvalidInput, o.run.dir, "manifest", "lists no stages");
-  return Trainer(o, std::move(m)).run();
+  if (o.steps < 0) throw Error(ErrorKind::Usage, "", "--steps", "must be at least 1");
+  SplitDirectory split = openSplitDirectory(o.run.dir, o.run.expectManifestSha256);
+  if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.run.dir, "manifest", "lists no stages");
+  return Trainer(o, std::move(split)).run();
 }
 
 }  // namespace pipecut::runtime

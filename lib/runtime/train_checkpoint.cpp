@@ -1,11 +1,16 @@
 #include "runtime/train_checkpoint.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "manifest/checkpoint.h"
 #include "runtime/reference.h"
+#include "runtime/control_messages.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/sha256.h"
 #include "support/staging.h"
 
@@ -58,41 +63,71 @@ Checkpoint header(const Manifest& m, uint64_t step, const OptimizerOptions& o) {
   return c;
 }
 
+// A stage another rank wrote into `dir`, as its message lists it: checked
+// against what this rank knows (the file's name, the stage's tensors in the
+// manifest, the size on disk), since the message comes through the store.
+CheckpointStage remoteStage(const fs::path& dir, const Manifest& m, uint32_t s, const std::string& message) {
+  const std::string where = "checkpoint stage " + std::to_string(s);
+  CheckpointStage cs;
+  try {
+    cs = checkpointStageFromJson(message, s, "the message of stage " + std::to_string(s));
+  } catch (const Error&) {
+    throw Error(ErrorKind::RankFailed, "", where, "its message does not decode");  // nothing of it shown
+  }
+  if (cs.file != stageFileName(s)) throw Error(ErrorKind::RankFailed, "", where, "names another file than its own");
+  std::set<std::string> known;
+  for (const auto& p : m.stages[s].parameters) known.insert(p.name);
+  for (const auto& t : cs.tensors)
+    if (!known.count(t)) throw Error(ErrorKind::RankFailed, "", where, "lists a tensor the stage does not hold");
+  std::error_code ec;
+  if (fs::file_size(dir / cs.file, ec) != cs.bytes || ec)
+    throw Error(ErrorKind::RankFailed, "", where, "its file is not the size its message says");
+  return cs;
+}
+
 }  // namespace
 
-void saveTrainCheckpoint(const std::string& path, const Manifest& m, uint64_t step, const OptimizerOptions& o,
+void saveTrainCheckpoint(const support::Destination& dst, const Manifest& m, uint64_t step, const OptimizerOptions& o,
                          const std::map<uint32_t, TrainableStage*>& local, DistContext* dist) {
   Checkpoint c = header(m, step, o);
   c.stages.resize(m.stages.size());
-  auto writeAll = [&](const fs::path& dir, bool collect) {
+  auto writeLocal = [&](const fs::path& dir) {
     for (const auto& [s, st] : local) {
-      CheckpointStage cs = writeStage(dir, s, *st, o, step);
-      if (dist) dist->put("ckpt/stage/" + std::to_string(s), checkpointStageToJson(cs));
-      c.stages[s] = cs;
+      c.stages[s] = writeStage(dir, s, *st, o, step);
+      if (dist) dist->put("ckpt/stage/" + std::to_string(s), checkpointStageToJson(c.stages[s]));
     }
-    if (!collect) return;
-    if (dist)
-      for (uint32_t s = 0; s < m.stages.size(); ++s)
-        c.stages[s] = checkpointStageFromJson(dist->get("ckpt/stage/" + std::to_string(s)), s, "the store");
-    std::string json = checkpointToJson(c);
-    std::FILE* f = std::fopen((dir / "checkpoint.json").c_str(), "wb");
-    if (!f || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0)
-      throw Error(ErrorKind::Internal, (dir / "checkpoint.json").string(), "", "cannot write");
   };
   if (!dist || dist->rank() == 0) {
     // Rank 0 makes the temporary directory, the others write into it (a
     // shared file system across machines), and rank 0 renames it into place
     // once every stage file is listed.
-    support::writeStaged(path, support::StagedKind::Directory, [&](const fs::path& temp) {
-      if (dist) dist->put("ckpt/dir", fs::absolute(temp).string());
-      writeAll(temp, true);
+    support::writeStaged(dst, [&](const fs::path& temp) {
+      if (dist) dist->put("ckpt/ready", control::encodeCounter(step));
+      writeLocal(temp);
+      if (dist)
+        for (uint32_t s = 0; s < m.stages.size(); ++s)
+          if (!local.count(s)) c.stages[s] = remoteStage(temp, m, s, dist->get("ckpt/stage/" + std::to_string(s)));
+      std::string json = checkpointToJson(c);
+      support::HashingWriter w((temp / "checkpoint.json").string(), false);
+      w.write(json.data(), json.size());
+      w.finish();
     });
-    if (dist) dist->put("ckpt/done", "1");
-  } else {
-    fs::path temp = dist->get("ckpt/dir");
-    writeAll(temp, false);
-    dist->get("ckpt/done");
+    if (dist) dist->put("ckpt/done", control::encodeCounter(step));
+    return;
   }
+  // The directory is this rank's own --save-checkpoint, as rank 0's
+  // temporary names it; the store gives only rank 0's process id (from its
+  // hello, a number) and when it is ready.
+  if (control::decodeCounter(dist->get("ckpt/ready")) != step)
+    throw Error(ErrorKind::RankFailed, "", "rendezvous store", "rank 0 is saving the checkpoint of another step");
+  const fs::path temp = support::temporaryPath(dst, static_cast<long>(dist->rank0Pid()));
+  struct stat st;
+  if (::lstat(temp.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error(ErrorKind::InvalidInput, dst.path.string(), "",
+                "rank 0's temporary checkpoint directory " + temp.string() +
+                    " is not here: --save-checkpoint must name one directory every rank sees (a shared file system)");
+  writeLocal(temp);
+  control::decodeCounter(dist->get("ckpt/done"));
 }
 
 uint64_t loadTrainCheckpoint(const std::string& path, const Manifest& m, const OptimizerOptions& o,

@@ -8,13 +8,17 @@
 #include "manifest/manifest.h"
 #include "runtime/distributed.h"
 #include "runtime/train_state.h"
+#include "support/staging.h"
 
 namespace pipecut::runtime {
 
 // `local`: this process's stages. With `dist`, every rank calls this; the
 // checkpoint appears (renamed into place) only once every rank wrote its
-// files, and a checkpoint already at `path` is replaced in one step.
-void saveTrainCheckpoint(const std::string& path, const Manifest& m, uint64_t step, const OptimizerOptions& o,
+// files, and what stands at `dst` is replaced in one step when it may be
+// (support/staging.h: a previous checkpoint). The other ranks write into
+// rank 0's temporary directory, named from their own `dst` and rank 0's
+// process id: nothing the store says becomes a path.
+void saveTrainCheckpoint(const support::Destination& dst, const Manifest& m, uint64_t step, const OptimizerOptions& o,
                          const std::map<uint32_t, TrainableStage*>& local, DistContext* dist);
 
 // Restores this process's stages; returns the checkpoint's step. Throws

@@ -14,8 +14,7 @@ namespace pipecut::support {
 
 std::string readFile(const std::string& path, const std::string& what) {
   auto fail = [&](const char* verb, int err) -> void {
-    throw Error(ErrorKind::InvalidInput, path, "",
-                std::string("cannot ") + verb + (what.empty() ? "" : " " + what) + ": " + std::strerror(err));
+    throwOsError(path, std::string(verb) + (what.empty() ? "" : " " + what), err);
   };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("open", errno);
@@ -52,7 +51,7 @@ constexpr size_t kPiece = 256u << 10;
 
 HashingWriter::HashingWriter(std::string path, bool sha256) : path_(std::move(path)), sha256_(sha256) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw Error(ErrorKind::Internal, path_, "", std::string("cannot create: ") + std::strerror(errno));
+  if (fd_ < 0) throwOsError(path_, "create", errno);
   buffer_.reserve(kBuffer);
 }
 
@@ -94,7 +93,7 @@ void HashingWriter::writeAll(const void* data, size_t n) {
   while (n > 0) {
     ssize_t k = ::write(fd_, p, n);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
+    if (k < 0) throwOsError(path_, "write", errno);
     p += k;
     n -= static_cast<size_t>(k);
     written_ += static_cast<uint64_t>(k);
@@ -122,7 +121,7 @@ std::string HashingWriter::finish() {
   flushBuffer();
   int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) throw Error(ErrorKind::Internal, path_, "", std::string("write failed: ") + std::strerror(errno));
+  if (::close(fd) != 0) throwOsError(path_, "write", errno);
   xxh3_128_ = fast_.hexDigest();
   return sha256_ ? hash_.hexDigest() : std::string();
 }

@@ -10,13 +10,14 @@
 
 namespace pipecut::support {
 
-// Throws pipecut::Error (InvalidInput) naming the file, with `what` ("the
-// split spec") in the message when given.
+// Throws pipecut::Error naming the file (InvalidInput for a path that leads
+// nowhere, Environment for what the OS refuses: support/error.h's
+// osErrorKind), with `what` ("the split spec") in the message when given.
 std::string readFile(const std::string& path, const std::string& what = "");
 
 // Writes a new file and hashes its bytes on the way (no second read to hash
 // it). Small writes are buffered; large ones (weights) go straight through.
-// Errors are pipecut::Error (Internal: disk full, ...) naming the file.
+// Errors are pipecut::Error (Environment: disk full, ...) naming the file.
 class HashingWriter {
  public:
   // `sha256` false: XXH3-128 only (SHA-256 costs a core-second per ~2 GB,

@@ -1,6 +1,7 @@
 #include "support/safetensors.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,28 @@ int safetensorsItemSize(std::string_view code) {
   for (const auto& [c, n] : kSizes)
     if (c == code) return n;
   return 0;
+}
+
+std::string safetensorsInTheWay(const std::string& path, const std::string& format) {
+  const std::string notOurs = "is a file pipecut did not write (no safetensors metadata format '" + format + "')";
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return notOurs;
+  unsigned char len[8];
+  std::string header;
+  bool ok = std::fread(len, 1, 8, f) == 8;
+  uint64_t n = ok ? littleEndian(len, 8) : 0;
+  if (ok && n <= kMaxHeader) {
+    header.resize(n);
+    ok = std::fread(header.data(), 1, n, f) == n;
+  }
+  std::fclose(f);
+  if (!ok || n > kMaxHeader) return notOurs;
+  auto h = nlohmann::json::parse(header, nullptr, false);
+  if (h.is_discarded() || !h.is_object()) return notOurs;
+  auto m = h.find("__metadata__");
+  if (m == h.end() || !m->is_object()) return notOurs;
+  auto fmt = m->find("format");
+  return fmt != m->end() && fmt->is_string() && fmt->get<std::string>() == format ? "" : notOurs;
 }
 
 SafetensorsFile parseSafetensors(std::string_view bytes) {

@@ -42,6 +42,11 @@ struct SafetensorsTensorRef {
   uint64_t bytes = 0;
 };
 
+// For support::Destination::previousOutput: "" when `path` is a safetensors
+// file whose metadata says `format` (what pipecut writes in its own), else
+// what it is. Reads the header only; never throws.
+std::string safetensorsInTheWay(const std::string& path, const std::string& format);
+
 // Writes `path` (created or truncated) in the canonical layout: the header is
 // compact JSON with keys sorted ("__metadata__" omitted when `metadata` is
 // empty), padded with spaces to a multiple of 8 bytes so the data section is

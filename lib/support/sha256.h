@@ -26,6 +26,13 @@ class Sha256 {
 };
 
 std::string sha256Bytes(const void* data, size_t n);
+// 64 hex digits: lowercase only as pipecut writes them (`lowercaseOnly`), or
+// either case as a user may type one (--expect-manifest).
+bool isSha256Hex(const std::string& s, bool lowercaseOnly = false);
+// HMAC-SHA256 (RFC 2104) of `data` under `key`: the 32 raw bytes.
+std::string hmacSha256(const std::string& key, const std::string& data);
+// Equal without an early exit (no timing to learn a tag from).
+bool equalConstantTime(const std::string& a, const std::string& b);
 // Throws pipecut::Error (InvalidInput) naming the file when it cannot be read.
 // `progress`, when given, is called with the bytes of each chunk read.
 std::string sha256File(const std::string& path, const std::function<void(size_t)>& progress = nullptr);

@@ -36,6 +36,9 @@ namespace pipecut::fuzz {
 //   pickle          a pickle (the data.pkl of a torch.save file), walked as
 //                   older .pt2 layouts are before LibTorch unpickles them
 //   archive         a .pt2 file (a zip): its central directory and records
+//   run_options     pipecut-run's arguments, separated by NUL bytes
+//   control_messages one selector byte (kind; bit 7: sealed), then a message
+//                   as a stranger could leave it in the rendezvous store
 int program_json(const uint8_t* data, size_t size);
 int payload_config(const uint8_t* data, size_t size);
 int split_spec(const uint8_t* data, size_t size);
@@ -43,6 +46,8 @@ int manifest(const uint8_t* data, size_t size);
 int safetensors(const uint8_t* data, size_t size);
 int pickle(const uint8_t* data, size_t size);
 int archive(const uint8_t* data, size_t size);
+int run_options(const uint8_t* data, size_t size);
+int control_messages(const uint8_t* data, size_t size);
 
 struct Target {
   const char* name;
@@ -51,7 +56,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"program_json", program_json}, {"payload_config", payload_config}, {"split_spec", split_spec},
     {"manifest", manifest},         {"safetensors", safetensors},       {"pickle", pickle},
-    {"archive", archive},
+    {"archive", archive},           {"run_options", run_options}, {"control_messages", control_messages},
 };
 
 // How the last run ended when it did not end in a finding: the step that
@@ -71,15 +76,16 @@ inline Outcome& lastOutcome() {
   std::abort();
 }
 
-// Runs `body`; an InvalidInput Error is the expected refusal (returns false),
-// any other exception is a finding. Returns true when `body` completed.
+// Runs `body`; an Error of kind `expected` (InvalidInput for readers of
+// files) is the expected refusal (returns false), any other exception is a
+// finding. Returns true when `body` completed.
 template <class F>
-bool refusesOrRuns(const char* step, F&& body) {
+bool refusesOrRuns(const char* step, F&& body, ErrorKind expected = ErrorKind::InvalidInput) {
   try {
     body();
     return true;
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::InvalidInput) {
+    if (e.kind() == expected) {
       lastOutcome() = {step, e.what()};
       return false;
     }

@@ -7,6 +7,7 @@ struct InspectOptions {
   std::string model;
   bool json = false;
   std::string dotFile;
+  bool force = false;
 };
 int runInspect(const InspectOptions& o);
 
@@ -15,6 +16,7 @@ struct NormalizeOptions {
   std::string output;
   bool moduleContiguous = false;
   bool verifyEach = false;
+  bool force = false;
 };
 int runNormalize(const NormalizeOptions& o);
 
@@ -35,6 +37,7 @@ struct SplitOptions {
   bool verifyEach = false;
   bool quiet = false;
   unsigned jobs = 0;
+  bool force = false;
 };
 int runSplit(const SplitOptions& o);
 
@@ -43,6 +46,7 @@ struct VerifyOptions {
   bool quiet = false;
   bool json = false;
   bool sha256 = false;
+  std::string expectManifest;
 };
 int runVerify(const VerifyOptions& o);
 
@@ -50,6 +54,7 @@ struct MergeOptions {
   std::string checkpoint;
   std::string output;
   bool quiet = false;
+  bool force = false;
 };
 int runMerge(const MergeOptions& o);
 

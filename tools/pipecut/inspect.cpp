@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "driver/report.h"
 #include "ir/module_tree.h"
 #include "ir/verifier.h"
 #include "pt2/package.h"
@@ -99,12 +100,12 @@ std::string dotId(const std::string& s) {
   return out + "\"";
 }
 
-void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const std::string& path) {
+void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const support::Destination& dst) {
   const ir::Graph& g = pkg.program.graph;
   std::map<std::string, std::vector<const ir::Node*>> byModule;
   for (const auto& n : g.nodes) byModule[n->modulePath()].push_back(n.get());
   std::ostringstream os;
-  os << "digraph program {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
+  os << driver::kDotMarker << "digraph program {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
   std::set<const ir::Value*> userInputs;
   for (const auto& s : pkg.program.inputSpecs)
     if (s.kind == ir::InputKind::UserInput && s.arg.isValue()) {
@@ -144,7 +145,7 @@ void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const std::st
       if (v->producer) os << "  " << dotId(v->producer->label()) << " -> out;\n";
     });
   os << "}\n";
-  pt2::writeFileAtomically(path, [&](const auto& sink) {
+  support::writeFileStaged(dst, [&](const support::ByteSink& sink) {
     std::string text = os.str();
     sink(text.data(), text.size());
   });
@@ -153,6 +154,8 @@ void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const std::st
 }  // namespace
 
 int runInspect(const InspectOptions& o) {
+  const support::Destination dot = driver::dotDestination(o.dotFile, {o.model}, o.force);
+  if (!o.dotFile.empty()) support::checkDestination(dot);
   pt2::Package pkg = pt2::readPackage(o.model);
   const ir::Program& p = pkg.program;
 
@@ -190,7 +193,7 @@ int runInspect(const InspectOptions& o) {
   }
   std::string dialect = p.verifiers.is_array() && !p.verifiers.empty() ? p.verifiers[0].get<std::string>() : "";
 
-  if (!o.dotFile.empty()) writeDot(pkg, tree, o.dotFile);
+  if (!o.dotFile.empty()) writeDot(pkg, tree, dot);
 
   if (o.json) {
     Json j;

@@ -1,12 +1,15 @@
 // pipecut: cut torch.export programs into pipeline stages.
-// Exit codes: 0 ok, 1 usage, 2 invalid input, 3 internal error.
+// Exit codes: 0 ok, 1 usage, 2 invalid input, 3 a bug in pipecut, 6 the
+// environment refused (disk full, read-only, permission): support/exit_status.h.
 #include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "support/sha256.h"
 #include "support/error.h"
+#include "support/exit_status.h"
 #include "support/phase_times.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +24,9 @@ int main(int argc, char** argv) {
   ins->add_option("model", inspect.model, "the .pt2 file")->required();
   ins->add_flag("--json", inspect.json, "machine-readable output");
   ins->add_option("--dot", inspect.dotFile, "also write a Graphviz drawing, one cluster per module");
+  const char* forceHelp = "replace an output pipecut did not write (a file, a link, a directory of other files); "
+                          "never an input, the directory holding one, /, the current or the home directory";
+  ins->add_flag("--force", inspect.force, forceHelp);
 
   cli::NormalizeOptions norm;
   auto* nrm = app.add_subcommand("normalize", "Rewrite a .pt2 with placeholders first, a stable topological "
@@ -30,6 +36,7 @@ int main(int argc, char** argv) {
   nrm->add_flag("--module-contiguous", norm.moduleContiguous,
                 "keep each module call's nodes together where data flow allows");
   nrm->add_flag("--verify-each", norm.verifyEach, "verify the graph after every pass");
+  nrm->add_flag("--force", norm.force, forceHelp);
 
   cli::SplitOptions split;
   auto* spl = app.add_subcommand("split", "Cut a .pt2 into pipeline stages: one TorchScript (.pt) and one .pt2 module per "
@@ -63,6 +70,7 @@ int main(int argc, char** argv) {
   spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
   spl->add_option("-j,--jobs", split.jobs, "stage files written at once (default: two per core)");
   spl->add_flag("-q,--quiet", split.quiet, "no progress line");
+  spl->add_flag("--force", split.force, forceHelp);
 
   cli::VerifyOptions verify;
   auto* ver = app.add_subcommand("verify", "Check a split directory: files against the manifest's hashes, manifest against files");
@@ -73,12 +81,18 @@ int main(int argc, char** argv) {
                 "check each file's SHA-256 (its cryptographic identity) instead of its XXH3-128 (accidental change, "
                 "at disk speed)");
 
+  ver->add_option("--expect-manifest", verify.expectManifest,
+                  "refuse the directory unless manifest.pb's SHA-256 is this one (as pipecut split printed it); "
+                  "implies --sha256")
+      ->check([](const std::string& v) { return isSha256Hex(v) ? std::string() : "expected 64 hex digits"; });
+
   cli::MergeOptions merge;
   auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "
                                           "safetensors state dict: every model tensor under its FQN, tied names included");
   mrg->add_option("checkpoint", merge.checkpoint, "the checkpoint directory (with checkpoint.json)")->required();
   mrg->add_option("-o,--output", merge.output, "the .safetensors file to write (replaced atomically)")->required();
   mrg->add_flag("-q,--quiet", merge.quiet, "no summary line");
+  mrg->add_flag("--force", merge.force, forceHelp);
 
   try {
     app.parse(argc, argv);
@@ -108,12 +122,8 @@ int main(int argc, char** argv) {
     if (spl->parsed()) return cli::runSplit(split);
     if (ver->parsed()) return cli::runVerify(verify);
     if (mrg->parsed()) return cli::runMerge(merge);
-  } catch (const Error& e) {
-    std::cerr << "pipecut: " << (e.kind() == ErrorKind::Internal ? "internal error: " : "error: ") << e.what() << "\n";
-    return e.exitCode();
-  } catch (const std::exception& e) {
-    std::cerr << "pipecut: internal error: " << e.what() << "\n";
-    return 3;
+  } catch (...) {
+    return support::exitStatusFor(std::current_exception(), "pipecut");
   }
   return 1;
 }

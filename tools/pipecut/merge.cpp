@@ -10,6 +10,7 @@ int runMerge(const MergeOptions& o) {
   driver::MergeRequest r;
   r.checkpoint = o.checkpoint;
   r.output = o.output;
+  r.force = o.force;
   driver::MergeResult m = driver::mergeCheckpoint(r);
   if (!o.quiet)
     std::cout << "merged " << m.tensors << " tensors from " << m.stages << " stages into " << o.output << " ("

@@ -9,7 +9,9 @@ int runNormalize(const NormalizeOptions& o) {
   driver::LoadOptions load;
   load.moduleContiguous = o.moduleContiguous;
   load.verifyEach = o.verifyEach;
-  pt2::writePackageFile(driver::loadNormalized(o.model, load), o.output);
+  const support::Destination dst = pt2::packageDestination(o.output, {o.model}, o.force);
+  support::checkDestination(dst);  // before the model is read, not after
+  pt2::writePackageFile(driver::loadNormalized(o.model, load), dst);
   return 0;
 }
 

@@ -45,14 +45,17 @@ int runSplit(const SplitOptions& o) {
   r.jobs = o.jobs;
   r.progress = !o.quiet && support::stderrIsTerminal();
   r.exitsAfter = true;  // main returns right after
-  Manifest m = driver::runSplit(r, &balanced);
+  r.force = o.force;
+  std::string manifestSha256;
+  Manifest m = driver::runSplit(r, &balanced, &manifestSha256);
   if (r.stages > 0) std::cout << driver::balanceText(balanced);
   if (o.preview) {
     support::ScopedPhase phase("report");
     std::cout << driver::previewText(m) << std::flush;
   }
   else
-    std::cout << "wrote " << m.stages.size() << " stages to " << o.output << "\n";
+    std::cout << "wrote " << m.stages.size() << " stages to " << o.output << "\n"
+              << "manifest sha256: " << manifestSha256 << "\n";
   for (const auto& st : m.stages)
     for (const auto& missing : st.missing)
       std::cerr << "pipecut: warning: stage " << st.index << " has no " << missing.format
@@ -64,12 +67,15 @@ int runVerify(const VerifyOptions& o) {
   driver::VerifyRequest r;
   r.dir = o.dir;
   r.progress = !o.quiet && !o.json && support::stderrIsTerminal();
-  r.sha256 = o.sha256;
+  r.sha256 = o.sha256 || !o.expectManifest.empty();
+  r.expectManifestSha256 = o.expectManifest;
   driver::VerifyResult v = driver::verifyDirectory(r);
   if (o.json)
-    std::cout << "{\"ok\": true, \"files\": " << v.files << ", \"digests\": \"" << v.digests << "\"}\n";
+    std::cout << "{\"ok\": true, \"files\": " << v.files << ", \"digests\": \"" << v.digests
+              << "\", \"manifest_sha256\": \"" << v.manifestSha256 << "\"}\n";
   else
-    std::cout << "ok: " << v.files << " stage files match " << o.dir << "/manifest (" << v.digests << ")\n";
+    std::cout << "ok: " << v.files << " stage files match " << o.dir << "/manifest (" << v.digests << ")\n"
+              << "manifest sha256: " << v.manifestSha256 << "\n";
   return 0;
 }
 
