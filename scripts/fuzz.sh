@@ -84,12 +84,12 @@ rm -rf "$fuzz/seeds"
 python3 scripts/fuzz_seeds.py "$fuzz/seeds" --pipecut "$build/tools/pipecut" >&2
 
 # ---- 5. fuzz ---------------------------------------------------------------------
-TARGETS=(program_json payload_config split_spec manifest safetensors pickle archive)
+TARGETS=(program_json payload_config split_spec manifest safetensors pickle archive run_options control_messages)
 # Inputs up to about the largest seed: program JSON of the decomposed tiny
 # Llama is 1 MB; the others are small.
 declare -A MAX_LEN=([program_json]=1100000 [payload_config]=65536 [split_spec]=4096 [manifest]=65536
-                    [safetensors]=131072 [pickle]=16384 [archive]=65536)
-# Seven targets on two cores take four rounds of SECONDS; program_json, whose
+                    [safetensors]=131072 [pickle]=16384 [archive]=65536 [run_options]=4096 [control_messages]=4096)
+# Nine targets on two cores take five rounds of SECONDS; program_json, whose
 # inputs are the largest and slowest (it replays its corpus for a good part of
 # a short run), runs first and uses the third round's free core too.
 declare -A TIME_FACTOR=([program_json]=2)

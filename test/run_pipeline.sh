@@ -82,7 +82,7 @@ contains "stage format message" "--stage-format: expected torchscript or pt2"
 expect 1 "pt2 training" -- "$run" "$splits/mlp.2" --stage-format pt2 --train --data "$models/mlp.ref.safetensors"
 contains "pt2 training message" "--stage-format excludes --train"
 expect 1 "pt2 profile" -- "$run" "$splits/mlp.2" --stage-format pt2 --profile "$out/p.json" --random-inputs
-contains "pt2 profile message" "--profile excludes --stage-format"
+contains "pt2 profile message" "--stage-format excludes --profile"
 # 1F1B order, several iterations, trace and JSON report.
 expect 0 "1f1b" -- "$run" "$splits/llama_tiny.4" -m 4 --schedule 1f1b --warmup 1 --iterations 2 \
   --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.mb4.safetensors" --exact \

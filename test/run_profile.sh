@@ -102,7 +102,7 @@ contains "two stages: spec" 'SPEC holding {"split_points": {}}'
 [[ ! -e $out/two.json ]] && pass=$((pass+1)) || { echo "FAIL: a refused profile wrote $out/two.json"; fail=$((fail+1)); }
 # Pipeline options make no sense for a profile: usage errors.
 expect 1 "--profile with -m" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs -m 2
-contains "-m message" "--profile excludes"
+contains "-m message" "--microbatches excludes --profile"
 expect 1 "--profile with --stage-ranks" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs --stage-ranks 0
 contains "--stage-ranks message" "--stage-ranks"
 expect 1 "--profile with --iterations 0" -- "$run" "$out/llama_tiny.whole" --profile "$out/m.json" --random-inputs --iterations 0

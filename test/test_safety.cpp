@@ -255,9 +255,9 @@ TEST_CASE("pipecut-run options: ranges and lists checked when parsed", "[safety]
   usage({"D", "--random-inputs", "--expect-manifest", std::string(64, 'a'), "--no-verify"}, "excludes");
   cli::RunCommand ok = parse({"D", "--random-inputs", "--stage-ranks", "0,0,1", "--timeout", "2.5", "-m", "3"});
   REQUIRE(ok.mode == cli::RunCommand::Mode::Run);
-  CHECK(ok.run.stageRanks == std::vector<int>{0, 0, 1});
-  CHECK(ok.run.timeoutSeconds == 2.5);
-  CHECK(ok.run.microbatches == 3);
+  CHECK(ok.inference.session.stageRanks == std::vector<int>{0, 0, 1});
+  CHECK(ok.inference.session.timeoutSeconds == 2.5);
+  CHECK(ok.inference.session.microbatches == 3);
   cli::RunCommand help = parse({"--help"});
   CHECK(help.mode == cli::RunCommand::Mode::Exit);
   CHECK(help.exitCode == 0);

@@ -4,7 +4,7 @@
 
 #include "manifest/manifest.h"
 #include "runtime/compare.h"
-#include "runtime/reference.h"
+#include "runtime/tensor_io.h"
 #include "runtime/stage_program.h"
 #include "support/error.h"
 

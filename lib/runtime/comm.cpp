@@ -3,9 +3,9 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
-namespace pipecut::runtime {
+#include "runtime/clock.h"
 
-using Clock = std::chrono::steady_clock;
+namespace pipecut::runtime {
 
 CommThread::CommThread(DistContext& dist, std::vector<Channel> channels, Trace& trace, Deliver deliver)
     : dist_(dist), channels_(std::move(channels)), trace_(trace), deliver_(std::move(deliver)) {}

@@ -6,7 +6,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "manifest/shapes.h"
-#include "runtime/reference.h"
+#include "runtime/tensor_io.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {

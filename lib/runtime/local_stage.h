@@ -9,7 +9,7 @@
 
 #include "manifest/manifest.h"
 #include "runtime/exchange.h"
-#include "runtime/pipeline.h"
+#include "runtime/report.h"
 #include "runtime/stage_program.h"
 #include "runtime/stage_timer.h"
 

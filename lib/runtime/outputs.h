@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/pipeline.h"
+#include "runtime/options.h"
 #include "support/staging.h"
 
 namespace pipecut::runtime {
@@ -20,14 +20,21 @@ inline constexpr const char* kRunOutputFormat = "pipecut-run-1";  // --output's 
 inline constexpr const char* kTraceFormat = "pipecut-trace";       // --trace's otherData.format
 inline constexpr const char* kProfileFormat = "pipecut-profile";   // --profile's format
 
-// The paths a run reads, beside `extra` (training data, a checkpoint, prompts).
-std::vector<std::string> runInputs(const RunOptions& o, const std::vector<std::string>& extra = {});
+// The paths a run reads: the split directory and `extra` (inputs, a
+// reference, training data, a checkpoint, prompts; empty ones skipped).
+std::vector<std::string> readPaths(const SessionOptions& s, const std::vector<std::string>& extra);
+std::vector<std::string> readPaths(const InferenceOptions& o);
+std::vector<std::string> readPaths(const TrainOptions& o);
 
-support::Destination runOutputDestination(const RunOptions& o, const std::vector<std::string>& inputs);
+// Each takes the run's readPaths (never replaced) and its --force.
+support::Destination runOutputDestination(const std::string& path, const SessionOptions& s,
+                                          const std::vector<std::string>& inputs);
 // `path`: this rank's trace file (rankTracePath).
-support::Destination traceDestination(const std::string& path, const RunOptions& o, const std::vector<std::string>& inputs);
-support::Destination profileDestination(const std::string& path, const RunOptions& o);
-support::Destination checkpointDestination(const std::string& dir, const RunOptions& o,
+support::Destination traceDestination(const std::string& path, const SessionOptions& s,
+                                      const std::vector<std::string>& inputs);
+support::Destination profileDestination(const std::string& path, const SessionOptions& s,
+                                        const std::vector<std::string>& inputs);
+support::Destination checkpointDestination(const std::string& dir, const SessionOptions& s,
                                            const std::vector<std::string>& inputs);
 
 }  // namespace pipecut::runtime

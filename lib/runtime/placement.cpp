@@ -14,7 +14,7 @@ std::string stageName(size_t s) { return "stage " + std::to_string(s); }
 
 }  // namespace
 
-Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int world, int localRank, int localWorld) {
+Placement placeStages(const Manifest& m, const SessionOptions& o, int rank, int world, int localRank, int localWorld) {
   const size_t P = m.stages.size();
   Placement pl;
   pl.stageRank.resize(P);

@@ -7,7 +7,7 @@
 #include <c10/core/Device.h>
 
 #include "manifest/manifest.h"
-#include "runtime/pipeline.h"
+#include "runtime/options.h"
 
 namespace pipecut::runtime {
 
@@ -29,6 +29,6 @@ struct Placement {
 // - CUDA devices of this rank's stages exist.
 // "auto" picks NCCL when every stage is on CUDA and no two ranks share a GPU,
 // else Gloo. Throws pipecut::Error (InvalidInput) naming the option.
-Placement placeStages(const Manifest& m, const RunOptions& o, int rank, int world, int localRank, int localWorld = 0);
+Placement placeStages(const Manifest& m, const SessionOptions& o, int rank, int world, int localRank, int localWorld = 0);
 
 }  // namespace pipecut::runtime

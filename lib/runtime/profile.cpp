@@ -18,11 +18,13 @@
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
 #include "pt2/package.h"
+#include "runtime/clock.h"
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/inputs.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
+#include "runtime/rank_session.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
@@ -30,11 +32,6 @@ namespace pipecut::runtime {
 namespace {
 
 namespace jit = torch::jit;
-using Clock = std::chrono::steady_clock;
-
-double msBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -235,12 +232,12 @@ std::vector<at::Tensor> tensorsOf(const c10::IValue& v, const std::string& what)
 
 }  // namespace
 
-ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
-  const support::Destination out = profileDestination(profilePath, o);
+ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePath) {
+  const support::Destination out = profileDestination(profilePath, o.session, readPaths(o));
   support::checkDestination(out);  // before minutes of timing, not after
-  Manifest m = openSplitDirectory(o.dir, o.expectManifestSha256).manifest;
+  Manifest m = openSplitDirectory(o.session.dir, o.session.expectManifestSha256).manifest;
   if (m.stages.size() != 1)
-    throw Error(ErrorKind::InvalidInput, o.dir, "manifest",
+    throw Error(ErrorKind::InvalidInput, o.session.dir, "manifest",
                 "lists " + std::to_string(m.stages.size()) + " stages; --profile times the nodes of a one-stage split "
                 "(write one with `pipecut split MODEL --spec SPEC -o DIR`, SPEC holding {\"split_points\": {}})");
   DistEnv env = DistEnv::fromEnvironment();
@@ -252,25 +249,24 @@ ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
   const StageFile* file = nullptr;
   for (const auto& f : stage.files)
     if (f.format == "pt2") file = &f;
-  if (!file) invalidInput("stage 0", "has no .pt2 file (" + o.dir + "); split with --format pt2");
-  if (o.verifyHashes) {
+  if (!file) invalidInput("stage 0", "has no .pt2 file (" + o.session.dir + "); split with --format pt2");
+  if (o.session.verifyHashes) {
     StageFileCheck check;
     check.select = [](const Stage&, const StageFile& f) { return f.format == "pt2"; };
-    check.sha256 = !o.expectManifestSha256.empty();  // a pin holds by SHA-256
-    verifyStageFiles(o.dir, m, check);
+    check.sha256 = !o.session.expectManifestSha256.empty();  // a pin holds by SHA-256
+    verifyStageFiles(o.session.dir, m, check);
   }
-  c10::Device device = placeStages(m, o, 0, 1, 0).devices.at(0);
-  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+  c10::Device device = placeStages(m, o.session, 0, 1, 0).devices.at(0);
+  setIntraOpThreads(o.session.threads, 1);  // one worker: every core unless told
 
   // Inputs first: a bad inputs file is named before the program is built.
   std::vector<at::Tensor> inputs;
-  if (o.randomInputs) inputs = randomInputs(m, o.seed, o.batch > 0 ? o.batch : 2, 1, o.intHigh);
-  else if (!o.inputsPath.empty()) inputs = loadInputs(o.inputsPath, m);
+  if (o.inputs.randomInputs) inputs = randomInputs(m, o.inputs.seed, o.inputs.batch > 0 ? o.inputs.batch : 2, 1, o.inputs.intHigh);
+  else if (!o.inputs.inputsPath.empty()) inputs = loadInputs(o.inputs.inputsPath, m);
   else invalidInput("inputs", "give --inputs FILE or --random-inputs");
   inputs = splitMicrobatches(inputs, m, 1).at(0);  // checks the exported shapes
 
-  std::string path = o.dir + "/" + file->path;
+  std::string path = o.session.dir + "/" + file->path;
   pt2::Package pkg = pt2::readPackage(path);
   emit::ProfiledModule pm;
   try {
@@ -284,7 +280,7 @@ ProfileReport runProfile(const RunOptions& o, const std::string& profilePath) {
   std::vector<c10::IValue> args;  // self, then the stage inputs in manifest order
   args.emplace_back(pm.module._ivalue());
   for (const auto& in : stage.inputs) {
-    if (in.source.kind != ValueSource::Kind::UserInput) internalError(o.dir, "a one-stage split reads another stage");
+    if (in.source.kind != ValueSource::Kind::UserInput) internalError(o.session.dir, "a one-stage split reads another stage");
     args.emplace_back(inputs.at(in.source.userInput).to(device));
   }
   std::vector<c10::IValue> forwardArgs(args.begin() + 1, args.end());

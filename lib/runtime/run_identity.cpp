@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "runtime/train.h"
 #include "support/digest.h"
 
 namespace pipecut::runtime {
@@ -28,7 +27,7 @@ std::string fileDigest(const std::string& path) { return path.empty() ? "none" :
 
 }  // namespace
 
-RunIdentity commonIdentity(const std::string& mode, const RunOptions& o, const std::string& manifestSha256,
+RunIdentity commonIdentity(const std::string& mode, const SessionOptions& o, const std::string& manifestSha256,
                            const std::vector<int>& stageRank, const std::string& backend) {
   return {
       {"pipecut version", std::string(PIPECUT_VERSION) + " (rendezvous messages v1)"},
@@ -40,24 +39,25 @@ RunIdentity commonIdentity(const std::string& mode, const RunOptions& o, const s
   };
 }
 
-RunIdentity inferenceIdentity(const RunOptions& o, const std::string& manifestSha256, const std::vector<int>& stageRank,
+RunIdentity inferenceIdentity(const InferenceOptions& o, const std::string& manifestSha256, const std::vector<int>& stageRank,
                               const std::string& backend) {
-  RunIdentity id = commonIdentity("inference", o, manifestSha256, stageRank, backend);
-  id.push_back({"--microbatches", std::to_string(o.microbatches)});
+  RunIdentity id = commonIdentity("inference", o.session, manifestSha256, stageRank, backend);
+  id.push_back({"--microbatches", std::to_string(o.session.microbatches)});
   id.push_back({"--schedule", o.schedule == Schedule::GPipe ? "gpipe" : "1f1b"});
   id.push_back({"--iterations", std::to_string(o.iterations)});
   id.push_back({"--warmup", std::to_string(o.warmup)});
-  id.push_back({"inputs", o.randomInputs ? "random, --seed " + std::to_string(o.seed) + " --batch-size " +
-                                               std::to_string(o.batch) + " --int-high " + std::to_string(o.intHigh)
-                                         : "--inputs with XXH3-128 " + fileDigest(o.inputsPath)});
+  const InputOptions& in = o.inputs;
+  id.push_back({"inputs", in.randomInputs ? "random, --seed " + std::to_string(in.seed) + " --batch-size " +
+                                                std::to_string(in.batch) + " --int-high " + std::to_string(in.intHigh)
+                                          : "--inputs with XXH3-128 " + fileDigest(in.inputsPath)});
   return id;
 }
 
 RunIdentity trainingIdentity(const TrainOptions& o, const std::string& manifestSha256, const std::vector<int>& stageRank,
                              const std::string& backend, const std::string& schedule) {
-  RunIdentity id = commonIdentity("training", o.run, manifestSha256, stageRank, backend);
+  RunIdentity id = commonIdentity("training", o.session, manifestSha256, stageRank, backend);
   const OptimizerOptions& opt = o.optimizer;
-  id.push_back({"--microbatches", std::to_string(o.run.microbatches)});
+  id.push_back({"--microbatches", std::to_string(o.session.microbatches)});
   id.push_back({"--schedule", schedule});
   id.push_back({"--steps", std::to_string(o.steps)});
   id.push_back({"--optimizer", opt.name});

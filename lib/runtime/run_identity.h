@@ -10,22 +10,20 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/pipeline.h"
+#include "runtime/options.h"
 
 namespace pipecut::runtime {
 
 using RunIdentity = std::vector<std::pair<std::string, std::string>>;
 
-struct TrainOptions;
-
 // The fields every mode has: pipecut's version and the message protocol,
 // the mode, the split (manifest.pb's SHA-256), the stage format, where each
 // stage runs and the backend.
-RunIdentity commonIdentity(const std::string& mode, const RunOptions& o, const std::string& manifestSha256,
+RunIdentity commonIdentity(const std::string& mode, const SessionOptions& o, const std::string& manifestSha256,
                            const std::vector<int>& stageRank, const std::string& backend);
 // Inference: micro-batches, schedule, passes, and what the inputs are (the
 // random draw's parameters, or the --inputs file's XXH3-128).
-RunIdentity inferenceIdentity(const RunOptions& o, const std::string& manifestSha256, const std::vector<int>& stageRank,
+RunIdentity inferenceIdentity(const InferenceOptions& o, const std::string& manifestSha256, const std::vector<int>& stageRank,
                               const std::string& backend);
 // Training: micro-batches, schedule, steps, the optimizer and each of its
 // settings, the data file's XXH3-128, the checkpoint resumed (its

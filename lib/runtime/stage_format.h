@@ -1,7 +1,7 @@
 #pragma once
 // Which of a stage's files pipecut-run runs (`--stage-format`): the
 // TorchScript `.pt` or the `.pt2` through NativeRT (see stage_program.h).
-// Torch-free, like pipeline.h.
+// Torch-free, like runtime/options.h.
 #include <optional>
 #include <string>
 

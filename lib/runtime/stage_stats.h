@@ -1,5 +1,5 @@
 #pragma once
-// The per-stage part of a run's report, shared by inference (runPipeline)
+// The per-stage part of a run's report, shared by inference (runInference)
 // and training (runTraining): each rank measures the busy time of the stages
 // it runs; rank 0 reports every stage's.
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include <c10/core/Device.h>
 
-#include "runtime/pipeline.h"
+#include "runtime/report.h"
 
 namespace pipecut::runtime {
 

@@ -29,6 +29,7 @@
 #include "manifest/directory.h"
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
+#include "runtime/clock.h"
 #include "runtime/control_messages.h"
 #include "runtime/distributed.h"
 #include "runtime/exchange.h"
@@ -36,11 +37,12 @@
 #include "runtime/inputs.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
-#include "runtime/rank_exit.h"
-#include "runtime/reference.h"
+#include "runtime/rank_session.h"
+#include "runtime/tensor_io.h"
 #include "runtime/stage_program.h"
 #include "runtime/stage_stats.h"
 #include "runtime/train_checkpoint.h"
+#include "runtime/tied_gradients.h"
 #include "runtime/trace.h"
 #include "runtime/train_state.h"
 #include "runtime/train_transport.h"
@@ -53,13 +55,10 @@ namespace pipecut::runtime {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double msBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
-
 // One stage as a worker trains it.
 struct StageState {
   const Stage* info = nullptr;
-  torch::jit::Module module;
+  StageProgram program;  // its TorchScript module
   c10::Device device{c10::kCPU};
   TrainableStage train;
   // Per micro-batch between its forward and its (weight) backward: the
@@ -74,12 +73,6 @@ struct StageState {
 };
 
 class Trainer {
-  // One copy of a tied parameter: the stage that holds it, under which name.
-  struct TiedCopy {
-    uint32_t stage;
-    std::string name;
-  };
-  using TiedCopies = std::vector<TiedCopy>;
 
  public:
   Trainer(const TrainOptions& o, SplitDirectory split)
@@ -91,12 +84,12 @@ class Trainer {
     plan();
     checkOutputs();
     if (world_ > 1) {
-      dist_ = std::make_unique<DistContext>(
-          DistEnv::fromEnvironment(), backend_, std::chrono::milliseconds(static_cast<int64_t>(o_.run.timeoutSeconds * 1000)),
+      // The c10d calls are all this thread's: the watcher's interrupt ends
+      // the one it waits in, and the failure unwinds to the catch below.
+      session_ = std::make_unique<RankSession>(
+          DistEnv::fromEnvironment(), backend_, o_.session,
           trainingIdentity(o_, manifestSha256_, plan_.stageRank, backend_, trainScheduleName(o_.schedule)));
-      // The c10d calls are all this thread's: the interrupt ends the one it
-      // waits in, and the failure unwinds to the catch below.
-      dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, kStopGrace); });
+      dist_ = &session_->dist();
     }
     try {
       loadStages();
@@ -104,7 +97,7 @@ class Trainer {
       loadData();
       indexEdges();
       if (dist_) setupComm();
-      trace_.reset(rank_, !o_.run.tracePath.empty());
+      trace_.reset(rank_, !o_.session.tracePath.empty());
       t0_ = Clock::now();
       for (int k = 0; k < steps_; ++k) {
         auto begin = Clock::now();
@@ -113,31 +106,31 @@ class Trainer {
       }
       t1_ = Clock::now();
       if (!o_.saveCheckpoint.empty()) saveCheckpoint();
+      TrainReport r = report();
+      if (session_) session_->finish();
+      return r;
     } catch (const std::exception& e) {
       // One worker per process, this thread: nothing else waits on a peer,
       // so the failure unwinds to the CLI as a typed error (exit 5).
-      if (dist_) failRankOn(*dist_, rank_, e);
+      if (session_) session_->fail(e);
       throw;
     }
-    TrainReport r = report();
-    if (dist_) dist_->finish();
-    return r;
   }
 
  private:
   // Refusals of an output come before training, not after it.
   void checkOutputs() {
-    const std::vector<std::string> inputs = runInputs(o_.run, {o_.dataPath, o_.loadCheckpoint});
+    const std::vector<std::string> inputs = readPaths(o_);
     if (!o_.saveCheckpoint.empty() && rank_ == 0)
-      support::checkDestination(checkpointDestination(o_.saveCheckpoint, o_.run, inputs));
-    if (!o_.run.tracePath.empty())
-      support::checkDestination(traceDestination(rankTracePath(o_.run.tracePath, rank_, world_), o_.run, inputs));
+      support::checkDestination(checkpointDestination(o_.saveCheckpoint, o_.session, inputs));
+    if (!o_.session.tracePath.empty())
+      support::checkDestination(traceDestination(rankTracePath(o_.session.tracePath, rank_, world_), o_.session, inputs));
   }
 
   // --train takes a program that ends in its loss: one scalar floating output.
   void checkProgram() {
     auto bad = [&](const std::string& what) {
-      throw Error(ErrorKind::InvalidInput, o_.run.dir, "manifest outputs",
+      throw Error(ErrorKind::InvalidInput, o_.session.dir, "manifest outputs",
                   "--train needs a program whose single output is a scalar loss (export model + loss, e.g. a wrapper "
                   "whose forward returns F.cross_entropy(...)); " + what);
     };
@@ -148,8 +141,8 @@ class Trainer {
     if (!dtype || !at::isFloatingType(*dtype)) bad("its output '" + out.name + "' is " + out.tensor.dtype);
     if (!out.source) bad("its output '" + out.name + "' is an input passed through");
     lossStage_ = out.source->stage;
-    if (o_.run.microbatches < 1) invalidInput("--microbatches", "must be at least 1");
-    M_ = static_cast<uint32_t>(o_.run.microbatches);
+    if (o_.session.microbatches < 1) invalidInput("--microbatches", "must be at least 1");
+    M_ = static_cast<uint32_t>(o_.session.microbatches);
   }
 
   // Workers: in one process one per stage (two stages each, round robin,
@@ -170,10 +163,10 @@ class Trainer {
         }
     plan_ = planTraining(o_.schedule, producers, workers, M_);
     if (std::string why = validatePlan(plan_, producers); !why.empty()) internalError("--schedule", "invalid plan: " + why);
-    RunOptions ro = o_.run;
-    if (world_ > 1) ro.stageRanks = plan_.stageRank;
-    else ro.stageRanks.clear();
-    Placement pl = placeStages(m_, ro, rank_, world_, env.localRank, env.localWorld);
+    SessionOptions placement = o_.session;
+    if (world_ > 1) placement.stageRanks = plan_.stageRank;
+    else placement.stageRanks.clear();
+    Placement pl = placeStages(m_, placement, rank_, world_, env.localRank, env.localWorld);
     devices_ = pl.devices;
     backend_ = pl.backend;
     for (uint32_t w = 0; w < plan_.perRank.size(); ++w)
@@ -189,50 +182,29 @@ class Trainer {
   // an uninterrupted one (later calls) does. The plain interpreter records
   // the program's own ATen ops: gradients are eager PyTorch's, op for op.
   void loadStages() {
-    if (o_.run.verifyHashes) {
+    if (o_.session.verifyHashes) {
       StageFileCheck check;
       check.select = [&](const Stage& st, const StageFile& f) { return isLocalStage(st.index) && f.format == "torchscript"; };
-      check.sha256 = !o_.run.expectManifestSha256.empty();  // a pin holds by SHA-256
-      verifyStageFiles(o_.run.dir, m_, check);
+      check.sha256 = !o_.session.expectManifestSha256.empty();  // a pin holds by SHA-256
+      verifyStageFiles(o_.session.dir, m_, check);
     }
-    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    int localWorld = 1;
-    if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && *lw) localWorld = std::max(1, std::atoi(lw));
-    at::set_num_threads(o_.run.threads > 0 ? o_.run.threads
-                                           : std::max(1, cores / (static_cast<int>(localWorkers_.size()) * localWorld)));
+    setIntraOpThreads(o_.session.threads, localWorkers_.size());
     for (uint32_t s = 0; s < P_; ++s) {
       if (!isLocalStage(s)) continue;
       const Stage& info = m_.stages[s];
-      std::string path = o_.run.dir + "/" + stageFileOf(info, StageFormat::TorchScript).path;
       auto st = std::make_unique<StageState>();
       st->info = &info;
       st->device = devices_[s];
-      try {
-        st->module = torch::jit::load(path, st->device);
-      } catch (const c10::Error& e) {
-        throw Error(ErrorKind::InvalidInput, path, "", "cannot load: " + firstLine(e.what_without_backtrace()));
-      }
+      // The loader every mode uses; training needs the TorchScript module (autograd).
+      st->program = StageProgram::load(o_.session.dir, info, StageFormat::TorchScript, st->device);
       std::vector<std::string> persistent;
       for (const auto& p : info.parameters)
         if (p.kind == "buffer") persistent.push_back(p.name);
-      st->train = trainableStage(st->module, persistent, o_.optimizer);
+      st->train = trainableStage(*st->program.module(), persistent, o_.optimizer);
       stages_[s] = std::move(st);
     }
-    // Each tied group's copies: which stage holds it under which name.
-    for (const auto& g : m_.tiedGroups) {
-      TiedCopies copies;
-      for (uint32_t s : g.stages) {
-        for (const auto& name : g.names) {
-          bool held = false;
-          for (const auto& p : m_.stages[s].parameters) held |= p.name == name && p.kind == "parameter";
-          if (held) {
-            copies.push_back({s, name});
-            break;
-          }
-        }
-      }
-      if (copies.size() > 1) tied_.push_back(std::move(copies));
-    }
+    tied_ = std::make_unique<TiedGradients>(m_, plan_.stageRank, rank_, world_ > 1,
+                                            [this](const TiedGradients::Copy& c) -> at::Tensor& { return paramOf(c); });
   }
 
   // dimension 0 of every input holds the steps' batches one after another;
@@ -293,16 +265,14 @@ class Trainer {
       for (auto& t : threads) t.join();
       if (failed_) std::rethrow_exception(error_);
     }
+    if (!comm_) tied_->sync(nullptr);  // across processes: with the step's messages, in runWithComm
     local_->endStep();
-    syncTiedGradients();
-    // The next step's communication thread issues on the group again.
-    if (dist_) dist_->releaseIssuer();
     for (auto& [s, st] : stages_)
       if (st->train.optimizer) {
         st->train.optimizer->step();
         st->train.optimizer->zero_grad(/*set_to_none=*/true);
       }
-    checkTiedCopies();
+    tied_->checkEqual();
     double sum = 0;
     for (double l : lossMb_) sum += l;
     losses_.push_back(sum / M_);
@@ -330,9 +300,9 @@ class Trainer {
   // edge, its activations towards the consumer's device and its gradients
   // towards the producer's (where NCCL receives; Gloo receives on the host).
   void setupComm() {
-    const size_t E = edges_.size();
-    if (2 * E >= CommThread::kMaxChannels) invalidInput("manifest", "more than 2048 stage connections");
-    std::vector<Channel> channels(2 * E);
+    const size_t E = edges_.size(), T = tied_->messages().size();
+    if (2 * E + T >= CommThread::kMaxChannels) invalidInput("manifest", "more than 4096 stage connections and tied copies");
+    std::vector<Channel> channels(2 * E + T);
     const auto dev = [&](uint32_t s) { return dist_->nccl() ? devices_[s] : c10::Device(c10::kCPU); };
     for (const auto& e : edges_) {
       Channel& a = channels[static_cast<size_t>(e.id)];
@@ -345,11 +315,20 @@ class Trainer {
       g.recvDevice = dev(e.producer);
       g.recvName = "recv gradient " + std::to_string(e.consumer) + "->" + std::to_string(e.producer);
     }
+    for (size_t i = 0; i < T; ++i) {
+      const TiedGradients::Copy* held = tied_->heldCopy(i);
+      if (!held) continue;  // a message between two other ranks
+      Channel& c = channels[2 * E + i];
+      c.wire = shapeOf(paramOf(*held));  // the copies are alike
+      c.recvDevice = dev(tied_->landsOn(i));
+      c.sendRow = c.recvRow = messageRow();
+      c.recvName = std::string("recv tied gradient ") + (tied_->messages()[i].up ? "up" : "down");
+    }
     comm_ = std::make_unique<CommThread>(*dist_, std::move(channels), trace_, [this](int64_t g, int channel, Payload p) {
       commTransport_->deliver(g, channel, std::move(p));
     });
     commTransport_ = std::make_unique<CommTransport>(*comm_, *local_, E);
-    stepOps_ = stepCommOrder(plan_, edges_, rank_);
+    stepOps_ = stepCommOrder(plan_, edges_, rank_, tied_->messages());
     // Every send of a step may be outstanding at once: the plan, not a window,
     // bounds them, and a window could hold a send back behind one whose
     // receiver first needs this rank's later work.
@@ -375,6 +354,7 @@ class Trainer {
     });
     try {
       runActions(rank_);
+      tied_->sync(commTransport_.get());
     } catch (const Aborted&) {
       comm.join();  // aborted by the thread's failure, which is the one to report
       if (commError) std::rethrow_exception(commError);
@@ -473,9 +453,8 @@ class Trainer {
       args.emplace_back(t);
     }
     span.begin = Clock::now();
-    c10::IValue out = st.module.forward(args);
+    std::vector<c10::IValue> results = st.program.forward(std::move(args));
     span.end = Clock::now();
-    const auto& results = out.toTupleRef().elements();
     if (results.size() != info.outputs.size())
       internalError("stage " + std::to_string(info.index), "returned " + std::to_string(results.size()) +
                                                                " values, the manifest lists " + std::to_string(info.outputs.size()));
@@ -581,7 +560,7 @@ class Trainer {
       if (row.size() <= edges_[i].input) row.resize(edges_[i].input + 1, kNoEdge);
       row[edges_[i].input] = i;
     }
-    local_ = std::make_unique<LocalTransport>(edges_.size());
+    local_ = std::make_unique<LocalTransport>(edges_.size(), tied_->messages().size());
   }
 
   const TrainEdge& edgeInto(uint32_t stage, uint32_t input) const {
@@ -590,68 +569,7 @@ class Trainer {
     internalError("stage " + std::to_string(stage), "input " + std::to_string(input) + " comes from no stage");
   }
 
-  // The copies of a tied parameter get the sum of their gradients (in stage
-  // order), so that identical copies with identical optimizer state take
-  // identical steps: eager PyTorch's one shared parameter. Across ranks the
-  // sum is formed on the group's first rank and sent back to the others.
-  void syncTiedGradients() {
-    for (const auto& copies : tied_) {
-      auto gradOf = [&](const TiedCopy& c) -> at::Tensor& { return paramOf(c).mutable_grad(); };
-      auto valueOf = [&](const TiedCopy& c) -> at::Tensor { return paramOf(c); };
-      at::Tensor sum;
-      int leader = workerOf(copies[0].stage);
-      bool leads = world_ == 1 || leader == rank_;
-      for (const auto& c : copies) {
-        at::Tensor g;
-        if (isLocalStage(c.stage)) {
-          g = gradOf(c);
-          if (!g.defined()) g = at::zeros_like(valueOf(c));
-          if (!leads) {
-            dist_->send(onWire(g), leader, 1, shapeOf(valueOf(c)));
-            continue;
-          }
-        } else if (leads) {
-          // Gloo receives into host memory: the sum is formed on the leader's device.
-          g = dist_->recv(workerOf(c.stage), 1, valueOf(copies[0]).device(), shapeOf(valueOf(copies[0])));
-        } else {
-          continue;
-        }
-        sum = sum.defined() ? sum + g.to(sum.device()) : g.clone();
-      }
-      std::vector<int> sentTo;
-      for (const auto& c : copies) {
-        if (isLocalStage(c.stage)) {
-          if (leads) gradOf(c) = sum.to(valueOf(c).device()).clone();
-          else gradOf(c) = dist_->recv(leader, 2, valueOf(c).device(), shapeOf(valueOf(c))).to(valueOf(c).device());
-        } else if (leads && std::find(sentTo.begin(), sentTo.end(), workerOf(c.stage)) == sentTo.end()) {
-          // one message per rank, whatever number of copies it holds
-          int peer = workerOf(c.stage);
-          sentTo.push_back(peer);
-          size_t held = 0;
-          for (const auto& d : copies) held += workerOf(d.stage) == peer;
-          for (size_t i = 0; i < held; ++i) dist_->send(onWire(sum), peer, 2, shapeOf(sum));
-        }
-      }
-    }
-    if (dist_) dist_->flush();
-  }
-
-  // The copies this process holds of a tied parameter must stay bitwise
-  // equal, step after step; a difference is a bug here, not in the input.
-  void checkTiedCopies() {
-    for (const auto& copies : tied_) {
-      at::Tensor first;
-      for (const auto& c : copies) {
-        if (!isLocalStage(c.stage)) continue;
-        at::Tensor v = paramOf(c).detach().to(at::kCPU);
-        if (!first.defined()) first = v;
-        else if (!at::equal(first, v))
-          internalError("tied parameter '" + c.name + "'", "its copies differ after a step (stage " + std::to_string(c.stage) + ")");
-      }
-    }
-  }
-
-  at::Tensor& paramOf(const TiedCopy& c) {
+  at::Tensor& paramOf(const TiedGradients::Copy& c) {
     StageState& st = *stages_.at(c.stage);
     for (size_t i = 0; i < st.train.params.size(); ++i)
       if (st.train.paramNames[i] == c.name) return st.train.params[i];
@@ -659,8 +577,6 @@ class Trainer {
   }
 
   // Gloo carries host tensors; NCCL device ones.
-  at::Tensor onWire(const at::Tensor& t) const { return (dist_->nccl() ? t : t.to(at::kCPU)).contiguous(); }
-
   static DistContext::Shape shapeOf(const at::Tensor& like) {
     DistContext::Shape s;
     s.known = true;
@@ -681,8 +597,8 @@ class Trainer {
   }
 
   void saveCheckpoint() {
-    saveTrainCheckpoint(checkpointDestination(o_.saveCheckpoint, o_.run, runInputs(o_.run, {o_.dataPath, o_.loadCheckpoint})),
-                        m_, firstStep_ + static_cast<uint64_t>(steps_), o_.optimizer, localState(), dist_.get());
+    saveTrainCheckpoint(checkpointDestination(o_.saveCheckpoint, o_.session, readPaths(o_)),
+                        m_, firstStep_ + static_cast<uint64_t>(steps_), o_.optimizer, localState(), dist_);
     checkpointWritten_ = o_.saveCheckpoint;
   }
 
@@ -726,15 +642,14 @@ class Trainer {
     // In one process the plan's workers are threads of rank 0.
     std::vector<int> stageRank = plan_.stageRank;
     if (world_ == 1) stageRank.assign(P_, 0);
-    r.stageStats = gatherStageStats(dist_.get(), rank_, "train/busy", busy, stageRank, devices_, r.wallMs);
+    r.stageStats = gatherStageStats(dist_, rank_, "train/busy", busy, stageRank, devices_, r.wallMs);
     // Idle share of the workers (a worker runs its stages one at a time).
     r.bubbleMeasured = measuredBubble(r.stageStats, plan_.perRank.size(), r.wallMs);
-    if (!o_.run.tracePath.empty()) {
+    if (!o_.session.tracePath.empty()) {
       std::map<int, std::string> names;
       for (int w : localWorkers_) names[w] = r.plan[static_cast<size_t>(w)];  // "rank 1: 1F0 1F1 1B0 ..."
       if (comm_) names[messageRow()] = "rank " + std::to_string(rank_) + " messages";
-      trace_.write(traceDestination(rankTracePath(o_.run.tracePath, rank_, world_), o_.run,
-                                    runInputs(o_.run, {o_.dataPath, o_.loadCheckpoint})),
+      trace_.write(traceDestination(rankTracePath(o_.session.tracePath, rank_, world_), o_.session, readPaths(o_)),
                    names);
     }
     return r;
@@ -750,9 +665,10 @@ class Trainer {
   TrainPlan plan_;
   std::vector<c10::Device> devices_;
   std::vector<int> localWorkers_;
-  std::unique_ptr<DistContext> dist_;
+  std::unique_ptr<RankSession> session_;  // across processes: the rendezvous, watcher, failure and finish
+  DistContext* dist_ = nullptr;           // session_'s
   std::map<uint32_t, std::unique_ptr<StageState>> stages_;
-  std::vector<TiedCopies> tied_;
+  std::unique_ptr<TiedGradients> tied_;
   std::vector<TrainEdge> edges_;
   // edgeOf_[stage][input]: the index in edges_ of the edge into that input
   // (kNoEdge for user inputs), looked up on every action.
@@ -782,8 +698,8 @@ class Trainer {
 TrainReport runTraining(const TrainOptions& o) {
   keepFreedHostMemory();
   if (o.steps < 0) throw Error(ErrorKind::Usage, "", "--steps", "must be at least 1");
-  SplitDirectory split = openSplitDirectory(o.run.dir, o.run.expectManifestSha256);
-  if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.run.dir, "manifest", "lists no stages");
+  SplitDirectory split = openSplitDirectory(o.session.dir, o.session.expectManifestSha256);
+  if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.session.dir, "manifest", "lists no stages");
   return Trainer(o, std::move(split)).run();
 }
 

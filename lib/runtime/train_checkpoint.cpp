@@ -7,7 +7,7 @@
 #include <set>
 
 #include "manifest/checkpoint.h"
-#include "runtime/reference.h"
+#include "runtime/tensor_io.h"
 #include "runtime/control_messages.h"
 #include "support/error.h"
 #include "support/files.h"

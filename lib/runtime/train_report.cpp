@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train.h"
+#include "runtime/report.h"
 
 namespace pipecut::runtime {
 

@@ -9,7 +9,7 @@
 #include <torch/optim.h>
 #include <torch/script.h>
 
-#include "runtime/train.h"
+#include "runtime/options.h"
 
 namespace pipecut::runtime {
 

@@ -45,6 +45,23 @@ std::vector<std::pair<TrainMessage, int>> messagesSent(const Action& a, const st
   return out;
 }
 
+std::vector<TiedMessage> tiedMessages(const std::vector<std::vector<uint32_t>>& groupStages,
+                                      const std::vector<int>& stageWorker) {
+  std::vector<TiedMessage> out;
+  for (uint32_t g = 0; g < groupStages.size(); ++g) {
+    const auto& stages = groupStages[g];
+    if (stages.empty()) continue;
+    const int leader = stageWorker.at(stages[0]);
+    for (bool up : {true, false})
+      for (uint32_t c = 0; c < stages.size(); ++c) {
+        const int holder = stageWorker.at(stages[c]);
+        if (holder == leader) continue;
+        out.push_back({g, c, up ? holder : leader, up ? leader : holder, up});
+      }
+  }
+  return out;
+}
+
 // ---- LocalTransport
 
 void LocalTransport::send(const TrainMessage& msg, int dst, at::Tensor t) {
@@ -86,7 +103,8 @@ void CommTransport::deliver(int64_t microbatch, int channel, Payload p) {
 
 // ---- the order of a step's messages
 
-std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank) {
+std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank,
+                                  const std::vector<TiedMessage>& tied) {
   struct Sent {
     uint64_t end;
     int src;
@@ -116,6 +134,18 @@ std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<Train
     op.send = m.src == rank;
     op.peer = op.send ? m.dst : m.src;
     op.wave = m.end;
+    ops.push_back(op);
+  }
+  const int64_t after = ops.empty() ? 0 : ops.back().wave + 1;
+  for (size_t i = 0; i < tied.size(); ++i) {
+    const TiedMessage& t = tied[i];
+    if (t.src != rank && t.dst != rank) continue;
+    CommOp op;
+    op.microbatch = 0;
+    op.channel = trainChannel({TrainMessage::Kind::Tied, static_cast<int>(i), 0}, edges.size());
+    op.send = t.src == rank;
+    op.peer = op.send ? t.dst : t.src;
+    op.wave = after;
     ops.push_back(op);
   }
   return ops;

@@ -34,10 +34,26 @@ struct TrainEdge {
 std::vector<TrainEdge> trainEdges(const Manifest& m);
 
 struct TrainMessage {
-  enum class Kind : uint8_t { Activation, Gradient } kind = Kind::Activation;
+  // Tied: a tied parameter's gradient after a step's actions; `edge` is the
+  // message's index in tiedMessages(), `microbatch` 0.
+  enum class Kind : uint8_t { Activation, Gradient, Tied } kind = Kind::Activation;
   int edge = 0;
   uint32_t microbatch = 0;
 };
+
+// A tied parameter's copies take identical steps when each gets the sum of
+// all copies' gradients. After a step's actions, for each tied group (the
+// stages holding a copy, in stage order; the first copy's worker leads):
+// every copy on another worker sends its gradient to the leader ("up"), in
+// copy order; then the leader sends the sum back to each such copy ("down").
+// One list, every worker derives it alike; a message's index is its id.
+struct TiedMessage {
+  uint32_t group = 0, copy = 0;  // the copy it carries (index in its group)
+  int src = 0, dst = 0;          // workers
+  bool up = true;
+};
+std::vector<TiedMessage> tiedMessages(const std::vector<std::vector<uint32_t>>& groupStages,
+                                      const std::vector<int>& stageWorker);
 
 // What an action sends, in order: F sends its activations to consumers on
 // other workers (edge order); B and I send the gradients of their inputs to
@@ -45,10 +61,14 @@ struct TrainMessage {
 std::vector<std::pair<TrainMessage, int>> messagesSent(const Action& a, const std::vector<TrainEdge>& edges,
                                                       const std::vector<int>& stageWorker);
 
-// Across processes, what a message travels on (CommOp::channel): an edge's
-// activations on channel edge, its gradients on edgeCount + edge.
+// What a message travels on (CommOp::channel, a mailbox slot): an edge's
+// activations on channel edge, its gradients on edgeCount + edge, tied
+// message i on 2 * edgeCount + i.
 inline int trainChannel(const TrainMessage& msg, size_t edgeCount) {
-  return msg.kind == TrainMessage::Kind::Activation ? msg.edge : static_cast<int>(edgeCount) + msg.edge;
+  const int base = msg.kind == TrainMessage::Kind::Activation ? 0
+                   : msg.kind == TrainMessage::Kind::Gradient ? static_cast<int>(edgeCount)
+                                                              : 2 * static_cast<int>(edgeCount);
+  return base + msg.edge;
 }
 
 class TrainTransport {
@@ -66,7 +86,8 @@ class TrainTransport {
 // Mailbox (runtime/exchange.h, inference's too) with a slot per channel.
 class LocalTransport : public TrainTransport {
  public:
-  explicit LocalTransport(size_t edgeCount) : edgeCount_(edgeCount), box_(2 * edgeCount, Mailbox::kUnbounded) {}
+  LocalTransport(size_t edgeCount, size_t tiedCount)
+      : edgeCount_(edgeCount), box_(2 * edgeCount + tiedCount, Mailbox::kUnbounded) {}
   void send(const TrainMessage& msg, int dst, at::Tensor t) override;
   at::Tensor recv(const TrainMessage& msg, int src) override;
   void endStep() override;
@@ -113,7 +134,10 @@ class CommTransport : public TrainTransport {
 // issues these operations one after the other therefore never waits on a
 // message that needs one of its later operations (the argument of
 // runtime/comm.h). Throws Internal for a plan that stalls (validatePlan
-// refuses such plans first).
-std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank);
+// refuses such plans first). The tied messages follow, in their list's order:
+// each leader receives every "up" of a group before it sends the group's
+// "down"s, and sends are never held back, so they cannot wait on each other.
+std::vector<CommOp> stepCommOrder(const TrainPlan& plan, const std::vector<TrainEdge>& edges, int rank,
+                                  const std::vector<TiedMessage>& tied = {});
 
 }  // namespace pipecut::runtime

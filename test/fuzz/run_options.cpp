@@ -34,24 +34,26 @@ int run_options(const uint8_t* data, size_t size) {
     if (cmd.exitCode != 0 && cmd.exitCode != 1) finding("exit code " + std::to_string(cmd.exitCode) + " from parsing");
     return 0;
   }
-  const runtime::RunOptions& o = cmd.run;
+  const runtime::InferenceOptions& o = cmd.inference;
+  const runtime::SessionOptions& ss = o.session;
+  const runtime::InputOptions& in = o.inputs;
   auto need = [](bool ok, const char* what) {
     if (!ok) finding(std::string("accepted: ") + what);
   };
-  need(!o.dir.empty() || cmd.mode == cli::RunCommand::Mode::Exit, "no split directory");
-  need(o.microbatches >= 1, "micro-batches < 1");
+  need(!ss.dir.empty(), "no split directory");
+  need(ss.microbatches >= 1, "micro-batches < 1");
   need(o.iterations >= 1, "iterations < 1");
   need(o.warmup >= 0, "warmup < 0");
   need(o.queueDepth >= 1, "queue depth < 1");
-  need(std::isfinite(o.timeoutSeconds) && o.timeoutSeconds > 0, "a timeout that is not finite and positive");
-  need(o.threads >= 0, "threads < 0");
-  need(o.intHigh >= 1, "int-high < 1");
-  need(o.batch >= 0, "batch size < 0");
+  need(std::isfinite(ss.timeoutSeconds) && ss.timeoutSeconds > 0, "a timeout that is not finite and positive");
+  need(ss.threads >= 0, "threads < 0");
+  need(in.intHigh >= 1, "int-high < 1");
+  need(in.batch >= 0, "batch size < 0");
   need(!o.atol || (std::isfinite(*o.atol) && *o.atol >= 0), "atol");
   need(!o.rtol || (std::isfinite(*o.rtol) && *o.rtol >= 0), "rtol");
-  need(!o.devices.empty(), "no device");
-  for (const auto& d : o.devices) need(!d.empty(), "an empty device");
-  for (int r : o.stageRanks) need(r >= 0, "a negative rank");
+  need(!ss.devices.empty(), "no device");
+  for (const auto& d : ss.devices) need(!d.empty(), "an empty device");
+  for (int r : ss.stageRanks) need(r >= 0, "a negative rank");
   if (cmd.mode == cli::RunCommand::Mode::Train) {
     const auto& t = cmd.train.optimizer;
     need(cmd.train.steps >= 0, "steps < 0");
@@ -62,6 +64,7 @@ int run_options(const uint8_t* data, size_t size) {
     need(std::isfinite(t.eps) && t.eps > 0, "eps");
     need(t.name == "sgd" || t.name == "adamw", "optimizer");
     need(!cmd.train.dataPath.empty(), "training without data");
+    need(cmd.train.session.dir == ss.dir, "training without the session's options");
   }
   if (cmd.mode == cli::RunCommand::Mode::Profile) need(!cmd.profilePath.empty(), "a profile without a file");
   return 0;

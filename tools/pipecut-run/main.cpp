@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "options.h"
-#include "runtime/pipeline.h"
+#include "runtime/inference.h"
 #include "runtime/profile.h"
 #include "runtime/train.h"
 #include "support/error.h"
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
         (cmd.exitCode == 0 ? std::cout : std::cerr) << cmd.text;
         return cmd.exitCode;
       case cli::RunCommand::Mode::Profile: {
-        runtime::ProfileReport r = runtime::runProfile(cmd.run, cmd.profilePath);
+        runtime::ProfileReport r = runtime::runProfile(cmd.inference, cmd.profilePath);
         std::cout << (cmd.json ? runtime::profileSummaryJson(r) + "\n" : runtime::profileText(r));
         return 0;
       }
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       case cli::RunCommand::Mode::Run: {
-        runtime::RunReport r = runtime::runPipeline(cmd.run);
+        runtime::RunReport r = runtime::runInference(cmd.inference);
         if (r.rank == 0) std::cout << (cmd.json ? runtime::reportJson(r) + "\n" : runtime::reportText(r));
         return r.checked && !r.checkOk ? 4 : 0;
       }

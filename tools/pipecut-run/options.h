@@ -7,16 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "runtime/pipeline.h"
-#include "runtime/train.h"
+#include "runtime/options.h"
 
 namespace pipecut::cli {
 
 struct RunCommand {
   enum class Mode { Run, Train, Profile, Exit } mode = Mode::Run;
-  runtime::RunOptions run;
-  runtime::TrainOptions train;  // Mode::Train; its `run` is `run`
-  std::string profilePath;      // Mode::Profile
+  runtime::InferenceOptions inference;  // Mode::Run, Mode::Profile
+  runtime::TrainOptions train;          // Mode::Train (its session is inference's)
+  std::string profilePath;              // Mode::Profile
   bool json = false, quiet = false;
   // Mode::Exit: --help, --version or a usage error: print `text` (to stdout
   // when exitCode is 0, else stderr) and exit with exitCode.

@@ -1,4 +1,4 @@
-#include "runtime/reference.h"
+#include "runtime/tensor_io.h"
 
 #include <cstring>
 #include <fstream>

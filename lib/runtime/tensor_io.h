@@ -1,7 +1,8 @@
 #pragma once
-// Reference tensors in the safetensors layout (8-byte little-endian header
-// length, JSON header, raw data): what scripts/fixtures writes for every
-// fixture (keys input.<i> and output.<j>), readable without Python.
+// Tensors to and from safetensors files (8-byte little-endian header length,
+// JSON header, raw data; support/safetensors.h parses and writes the layout):
+// references and inputs (what scripts/fixtures writes for every fixture,
+// keys input.<i> and output.<j>), --output, checkpoints. Readable without Python.
 #include <map>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "runtime/pipeline.h"
+#include "runtime/inference.h"
 
 #include <unistd.h>
 
@@ -30,6 +30,7 @@
 #include "manifest/manifest.h"
 #include "manifest/shapes.h"
 #include "manifest/verify.h"
+#include "runtime/clock.h"
 #include "runtime/comm.h"
 #include "runtime/control_messages.h"
 #include "runtime/comm_schedule.h"
@@ -41,8 +42,8 @@
 #include "runtime/local_stage.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
-#include "runtime/rank_exit.h"
-#include "runtime/reference.h"
+#include "runtime/rank_session.h"
+#include "runtime/tensor_io.h"
 #include "runtime/stage_stats.h"
 #include "runtime/trace.h"
 #include "support/error.h"
@@ -51,42 +52,35 @@ namespace pipecut::runtime {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double msBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 class Engine {
  public:
-  Engine(const RunOptions& o, SplitDirectory split)
+  Engine(const InferenceOptions& o, SplitDirectory split)
       : o_(o), m_(std::move(split.manifest)), manifestSha256_(std::move(split.manifestSha256)), P_(m_.stages.size()) {}
 
   RunReport run() {
     setupPlacement();
     checkOutputs();
     if (world_ > 1) {
-      dist_ = std::make_unique<DistContext>(DistEnv::fromEnvironment(), backend_,
-                                            std::chrono::milliseconds(static_cast<int64_t>(o_.timeoutSeconds * 1000)),
-                                            inferenceIdentity(o_, manifestSha256_, stageRank_, backend_));
-      dist_->watch([this](const std::string& why) { stopRank(*dist_, rank_, why, kStopGrace); });
+      session_ = std::make_unique<RankSession>(DistEnv::fromEnvironment(), backend_, o_.session,
+                                               inferenceIdentity(o_, manifestSha256_, stageRank_, backend_));
+      dist_ = &session_->dist();
     }
-    loadStages();
-    setThreads();
-    loadInputs();
-    buildEdges();
     try {
+      loadStages();
+      setIntraOpThreads(o_.session.threads, local_.size());
+      loadInputs();
+      buildEdges();
       if (o_.warmup > 0) runIterations(o_.warmup);
       resetMemoryStats();
       runIterations(o_.iterations);
+      RunReport r = report();
+      if (session_) session_->finish();
+      return r;
     } catch (const std::exception& e) {
       // The stage threads are joined: the failure unwinds as a typed error.
-      if (dist_) failRankOn(*dist_, rank_, e);
+      if (session_) session_->fail(e);
       throw;
     }
-    RunReport r = report();
-    if (dist_) dist_->finish();
-    return r;
   }
 
  private:
@@ -95,7 +89,7 @@ class Engine {
     rank_ = env.rank;
     world_ = env.world;
     localRank_ = env.localRank;
-    Placement pl = placeStages(m_, o_, rank_, world_, localRank_, env.localWorld);
+    Placement pl = placeStages(m_, o_.session, rank_, world_, localRank_, env.localWorld);
     stageRank_ = std::move(pl.stageRank);
     devices_ = std::move(pl.devices);
     backend_ = pl.backend;
@@ -103,24 +97,25 @@ class Engine {
 
   // Refusals of an output come before the run, not after it.
   void checkOutputs() {
-    const std::vector<std::string> inputs = runInputs(o_);
-    if (rank_ == 0 && !o_.outputPath.empty()) support::checkDestination(runOutputDestination(o_, inputs));
-    if (!o_.tracePath.empty())
-      support::checkDestination(traceDestination(rankTracePath(o_.tracePath, rank_, world_), o_, inputs));
+    const std::vector<std::string> inputs = readPaths(o_);
+    if (rank_ == 0 && !o_.outputPath.empty())
+      support::checkDestination(runOutputDestination(o_.outputPath, o_.session, inputs));
+    if (!o_.session.tracePath.empty())
+      support::checkDestination(traceDestination(rankTracePath(o_.session.tracePath, rank_, world_), o_.session, inputs));
   }
 
   void loadStages() {
-    if (o_.verifyHashes) {
+    if (o_.session.verifyHashes) {
       // This rank's stage files, hashed on every core before anything loads.
       StageFileCheck check;
       check.select = [&](const Stage& st, const StageFile& f) {
-        return stageRank_[st.index] == rank_ && f.format == stageFormatName(o_.stageFormat);
+        return stageRank_[st.index] == rank_ && f.format == stageFormatName(o_.session.stageFormat);
       };
       // A pinned manifest pins its stage files by their SHA-256 (XXH3-128
       // guards against accidents, not a forger).
-      check.sha256 = !o_.expectManifestSha256.empty();
+      check.sha256 = !o_.session.expectManifestSha256.empty();
       auto start = Clock::now();
-      verifyStageFiles(o_.dir, m_, check);
+      verifyStageFiles(o_.session.dir, m_, check);
       verifyMs_ = msBetween(start, Clock::now());
       verifiedBytes_ = stageFileBytes(m_, check);
     }
@@ -135,7 +130,7 @@ class Engine {
       auto ls = std::make_unique<LocalStage>();
       ls->info = &st;
       ls->device = devices_[s];
-      ls->program = StageProgram::load(o_.dir, st, o_.stageFormat, ls->device);
+      ls->program = StageProgram::load(o_.session.dir, st, o_.session.stageFormat, ls->device);
       // Values from other stages arrive through the mailbox: local ones put
       // there by their producer, remote ones by the communication thread.
       size_t slots = 0;
@@ -149,31 +144,17 @@ class Engine {
     }
   }
 
-  // With ATen's OpenMP backend every stage thread gets its own team of this
-  // many threads, so the default divides the cores among the local stages and
-  // among the processes on this machine (LOCAL_WORLD_SIZE, set by torchrun).
-  void setThreads() {
-    int n = o_.threads;
-    if (n <= 0) {
-      int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      int localWorld = 1;
-      if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && *lw) localWorld = std::max(1, std::atoi(lw));
-      n = std::max(1, cores / (std::max<int>(1, static_cast<int>(local_.size())) * localWorld));
-    }
-    at::set_num_threads(n);
-  }
-
   void loadInputs() {
     std::vector<at::Tensor> inputs;
-    if (o_.randomInputs) {
-      inputs = randomInputs(m_, o_.seed, o_.batch > 0 ? o_.batch : 2, o_.microbatches, o_.intHigh);
-    } else if (!o_.inputsPath.empty()) {
-      inputs = runtime::loadInputs(o_.inputsPath, m_);
+    if (o_.inputs.randomInputs) {
+      inputs = randomInputs(m_, o_.inputs.seed, o_.inputs.batch > 0 ? o_.inputs.batch : 2, o_.session.microbatches, o_.inputs.intHigh);
+    } else if (!o_.inputs.inputsPath.empty()) {
+      inputs = runtime::loadInputs(o_.inputs.inputsPath, m_);
     } else {
       invalidInput("inputs", "give --inputs FILE or --random-inputs");
     }
     batch_ = inputs.empty() || inputs[0].dim() == 0 ? 1 : static_cast<uint64_t>(inputs[0].size(0));
-    chunks_ = splitMicrobatches(inputs, m_, o_.microbatches);
+    chunks_ = splitMicrobatches(inputs, m_, o_.session.microbatches);
     // Host tensors headed for a GPU go through pinned memory so that copies
     // can overlap compute.
     bool anyCuda = false;
@@ -235,7 +216,7 @@ class Engine {
   }
 
   void runIterations(int iterations) {
-    const int64_t M = o_.microbatches;
+    const int64_t M = o_.session.microbatches;
     total_ = static_cast<int64_t>(iterations) * M;
     // 1F1B's gate is released as rank 0 collects outputs; a stage 0 placed on
     // another rank is not gated (nothing there would release it): it runs
@@ -243,7 +224,7 @@ class Engine {
     bool gated = o_.schedule == Schedule::OneFOneB && stageRank_[0] == 0;
     gate_ = std::make_unique<Gate>(gated ? static_cast<int>(P_) : static_cast<int>(total_));
     sink_.reset(static_cast<size_t>(total_), m_.outputs.size(), static_cast<size_t>(total_ - M));
-    trace_.reset(rank_, !o_.tracePath.empty());
+    trace_.reset(rank_, !o_.session.tracePath.empty());
     start_.assign(static_cast<size_t>(total_), Clock::time_point{});
     for (auto& [s, ls] : local_) {
       ls->mailbox = std::make_unique<Mailbox>(countSlots(*ls), mailboxWindow());
@@ -272,7 +253,7 @@ class Engine {
       });
     std::thread progress;
     std::atomic<bool> finished{false};
-    if (o_.progress && rank_ == 0) progress = std::thread([&] { showProgress(finished); });
+    if (o_.session.progress && rank_ == 0) progress = std::thread([&] { showProgress(finished); });
     for (auto& t : threads) t.join();
     finished = true;
     if (progress.joinable()) progress.join();
@@ -340,7 +321,7 @@ class Engine {
     for (int64_t g = 0; g < total_; ++g)
       for (size_t j = 0; j < m_.outputs.size(); ++j) {
         const auto& src = m_.outputs[j].source;
-        if (src && src->kind == ValueSource::Kind::UserInput) complete(g, j, chunks_[static_cast<size_t>(g % o_.microbatches)][src->userInput]);
+        if (src && src->kind == ValueSource::Kind::UserInput) complete(g, j, chunks_[static_cast<size_t>(g % o_.session.microbatches)][src->userInput]);
       }
   }
 
@@ -389,7 +370,7 @@ class Engine {
     const bool gated = info.index == 0;
     ShapeBinder shapes(m_.symbols);
     for (int64_t g = 0; g < total_; ++g) {
-      const auto& chunk = chunks_[static_cast<size_t>(g % o_.microbatches)];
+      const auto& chunk = chunks_[static_cast<size_t>(g % o_.session.microbatches)];
       if (gated) {
         gate_->acquire();
         start_[static_cast<size_t>(g)] = Clock::now();
@@ -467,7 +448,7 @@ class Engine {
       double elapsed = msBetween(t0_, Clock::now());
       if (elapsed < 2000 || finished) continue;
       size_t done = sink_.complete();
-      double rate = static_cast<double>(done) * static_cast<double>(batch_) / static_cast<double>(o_.microbatches) /
+      double rate = static_cast<double>(done) * static_cast<double>(batch_) / static_cast<double>(o_.session.microbatches) /
                     (elapsed / 1000.0);
       std::fprintf(stderr, "\rpipecut-run: %zu/%lld micro-batches, %.1f samples/s   ", done,
                    static_cast<long long>(total_), rate);
@@ -482,14 +463,14 @@ class Engine {
     r.world = world_;
     r.backend = dist_ ? dist_->backend() : "none";
     r.stages = static_cast<uint32_t>(P_);
-    r.microbatches = o_.microbatches;
+    r.microbatches = o_.session.microbatches;
     r.schedule = o_.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
     r.samples = batch_ * static_cast<uint64_t>(o_.iterations);
     r.wallMs = msBetween(t0_, t1_);
     r.verifyMs = verifyMs_;
     r.verifiedBytes = verifiedBytes_;
     r.samplesPerSecond = r.wallMs > 0 ? static_cast<double>(r.samples) / (r.wallMs / 1000.0) : 0;
-    double m = o_.microbatches, p = static_cast<double>(P_);
+    double m = o_.session.microbatches, p = static_cast<double>(P_);
     r.bubbleTheoretical = (p - 1) / (m + p - 1);
 
     // Busy times, bubbles and memory: every rank publishes its own; rank 0 reports all.
@@ -519,7 +500,7 @@ class Engine {
         }
       }
     }
-    r.stageStats = gatherStageStats(dist_.get(), rank_, "busy", busy, stageRank_, devices_, r.wallMs);
+    r.stageStats = gatherStageStats(dist_, rank_, "busy", busy, stageRank_, devices_, r.wallMs);
     r.memory = mem;
     r.bubbleMeasured = measuredBubble(r.stageStats, P_, r.wallMs);
 
@@ -535,19 +516,20 @@ class Engine {
         }
       }
       // The last iteration's micro-batches make the merged outputs.
-      std::vector<std::vector<at::Tensor>> last(sink_.values_.end() - o_.microbatches, sink_.values_.end());
+      std::vector<std::vector<at::Tensor>> last(sink_.values_.end() - o_.session.microbatches, sink_.values_.end());
       outputs_ = mergeMicrobatches(last);
       if (!o_.outputPath.empty()) {
         std::vector<std::pair<std::string, at::Tensor>> named;
         for (size_t j = 0; j < outputs_.size(); ++j) named.emplace_back("output." + std::to_string(j), outputs_[j]);
-        support::writeStaged(runOutputDestination(o_, runInputs(o_)), [&](const std::filesystem::path& tmp) {
+        support::writeStaged(runOutputDestination(o_.outputPath, o_.session, readPaths(o_)), [&](const std::filesystem::path& tmp) {
           writeSafetensors(tmp.string(), named, {{"format", kRunOutputFormat}});
         });
       }
       if (!o_.checkPath.empty()) check(r);
     }
-    if (!o_.tracePath.empty()) {
-      trace_.write(traceDestination(rankTracePath(o_.tracePath, rank_, world_), o_, runInputs(o_)), stageNames());
+    if (!o_.session.tracePath.empty()) {
+      trace_.write(traceDestination(rankTracePath(o_.session.tracePath, rank_, world_), o_.session, readPaths(o_)),
+                   stageNames());
     }
     return r;
   }
@@ -594,7 +576,7 @@ class Engine {
     r.checkMessage = c.message;
   }
 
-  RunOptions o_;
+  InferenceOptions o_;
   Manifest m_;
   std::string manifestSha256_;
   size_t P_;
@@ -602,7 +584,8 @@ class Engine {
   std::vector<int> stageRank_;
   std::vector<c10::Device> devices_;
   std::string backend_;  // resolved; empty in one process
-  std::unique_ptr<DistContext> dist_;
+  std::unique_ptr<RankSession> session_;  // across processes: the rendezvous, watcher, failure and finish
+  DistContext* dist_ = nullptr;           // session_'s
   std::unique_ptr<CommThread> comm_;
   std::map<size_t, std::unique_ptr<LocalStage>> local_;
   std::vector<std::vector<at::Tensor>> chunks_;
@@ -627,13 +610,13 @@ class Engine {
 
 }  // namespace
 
-RunReport runPipeline(const RunOptions& o) {
+RunReport runInference(const InferenceOptions& o) {
   keepFreedHostMemory();
   if (o.iterations < 1) throw Error(ErrorKind::Usage, "", "--iterations", "must be at least 1");
   if (o.warmup < 0) throw Error(ErrorKind::Usage, "", "--warmup", "must not be negative");
-  if (o.microbatches < 1) throw Error(ErrorKind::Usage, "", "--microbatches", "must be at least 1");
-  SplitDirectory split = openSplitDirectory(o.dir, o.expectManifestSha256);
-  if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.dir, "manifest", "lists no stages");
+  if (o.session.microbatches < 1) throw Error(ErrorKind::Usage, "", "--microbatches", "must be at least 1");
+  SplitDirectory split = openSplitDirectory(o.session.dir, o.session.expectManifestSha256);
+  if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.session.dir, "manifest", "lists no stages");
   return Engine(o, std::move(split)).run();
 }
 

@@ -1,0 +1,79 @@
+#pragma once
+// What pipecut-run is asked to do, by mode: one set of option types for the
+// command line (tools/pipecut-run/options.h), the library's callers and
+// every mode. Torch-free and engine-free.
+//   SessionOptions    what every mode has: the split, where its stages run,
+//                     how ranks meet, what is checked and what is written
+//   InputOptions      where the inputs of a forward pass come from
+//   InferenceOptions  micro-batched forward passes (runInference), and the
+//                     node-by-node profile of a one-stage split (runProfile)
+//   TrainOptions      optimizer steps (runTraining)
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/stage_format.h"
+#include "runtime/train_schedule.h"
+
+namespace pipecut::runtime {
+
+struct SessionOptions {
+  std::string dir;                              // the split directory
+  std::vector<std::string> devices = {"cpu"};   // one for all stages, or one per stage
+  int microbatches = 1;                         // per batch (the batch splits along dimension 0)
+  std::vector<int> stageRanks;                  // empty: stage i on rank i * world / stages
+  double timeoutSeconds = 300;                  // a silent peer counts as failed after this
+  std::string backend = "auto";                 // gloo, gloo-strict, nccl, auto (nccl when stages are on CUDA)
+  int threads = 0;                              // intra-op threads; 0: the thread policy's (runtime/rank_session.h)
+  StageFormat stageFormat = StageFormat::TorchScript;  // which files run: .pt, or .pt2 through NativeRT
+  bool verifyHashes = true;                     // check stage files against the manifest before loading
+  std::string expectManifestSha256;             // refuse a split whose manifest.pb hashes otherwise (manifest/directory.h)
+  std::string tracePath;                        // a Chrome trace (per rank across processes)
+  bool force = false;                           // outputs may replace what pipecut did not write (runtime/outputs.h)
+  bool progress = false;                        // a progress line on stderr
+};
+
+struct InputOptions {
+  std::string inputsPath;   // .safetensors or a torch.save'd tuple/dict
+  bool randomInputs = false;
+  uint64_t seed = 0;
+  int64_t batch = 0;        // random inputs: micro-batch size where dimensions are symbolic
+  int64_t intHigh = 2;      // random integer inputs lie in [0, intHigh)
+};
+
+enum class Schedule {
+  GPipe,     // fill-drain: every micro-batch admitted at once
+  OneFOneB,  // 1F1B's forward order: at most (number of stages) micro-batches in flight
+};
+
+struct InferenceOptions {
+  SessionOptions session;
+  InputOptions inputs;
+  Schedule schedule = Schedule::GPipe;
+  std::string checkPath;                   // reference outputs to compare with
+  std::optional<double> atol, rtol;        // unset: per-dtype defaults (see runtime/compare.h)
+  bool exact = false;                      // --check demands bitwise equality
+  int iterations = 1, warmup = 0;
+  int queueDepth = 2;                      // micro-batches a stage may hold ahead of time
+  std::string outputPath;                  // merged outputs, .safetensors
+};
+
+struct OptimizerOptions {
+  std::string name = "sgd";        // sgd or adamw
+  double lr = 0.01;
+  double momentum = 0;             // sgd
+  double weightDecay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+};
+
+struct TrainOptions {
+  SessionOptions session;
+  std::string dataPath;            // input.<i>: dimension 0 holds the steps' batches one after another
+  int steps = 0;                   // 0: every step the data holds after the checkpoint's
+  TrainScheduleKind schedule = TrainScheduleKind::OneFOneB;
+  OptimizerOptions optimizer;
+  std::string saveCheckpoint, loadCheckpoint;
+};
+
+}  // namespace pipecut::runtime
