@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -17,6 +18,7 @@
 
 #include "emit/control_flow.h"
 #include "emit/dtypes.h"
+#include "ir/state.h"
 #include "support/error.h"
 
 namespace pipecut::emit {
@@ -63,6 +65,12 @@ class Emitter final : public BodyEmitter {
     self_->setType(root_.type());
     homeDevice_ = findHomeDevice(p);
 
+    // State (ir/state.h) comes as trailing forward() arguments, in spec
+    // order, so that a runner passes the tensors of the sequence it runs;
+    // the module's own attribute keeps its initial value.
+    std::unordered_set<const ir::Value*> state;
+    for (const auto& st : ir::findState(p)) state.insert(st.placeholder);
+    std::vector<const ir::Value*> stateInputs;
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
       const ir::InputSpec& s = p.inputSpecs[i];
       const ir::Value* v = s.arg.value();
@@ -71,7 +79,8 @@ class Emitter final : public BodyEmitter {
         case ir::InputKind::Buffer:
         case ir::InputKind::TensorConstant:
           registerTensor(s);
-          env_[v] = attribute(s.target);
+          if (state.count(v)) stateInputs.push_back(v);
+          else env_[v] = attribute(s.target);
           break;
         case ir::InputKind::UserInput: {
           if (!v) fail("signature.input_specs[" + std::to_string(i) + "]", "constant user inputs are not supported");
@@ -84,6 +93,11 @@ class Emitter final : public BodyEmitter {
           fail("signature.input_specs[" + std::to_string(i) + "]",
                std::string("inputs of kind '") + ir::inputKindKey(s.kind) + "' are not supported in TorchScript");
       }
+    }
+    for (const ir::Value* v : stateInputs) {
+      jit::Value* in = graph_->addInput(v->name);
+      in->setType(typeOf(*v));
+      env_[v] = in;
     }
     makeRuntimeDevice();
     emitTopLevel(p.graph);

@@ -78,6 +78,14 @@ struct StageParameter {
   uint64_t bytes = 0;
 };
 
+// A tensor the stage updates in place from call to call (proto StageState).
+struct StageState {
+  std::string name;          // the lifted tensor's FQN
+  TensorSpec tensor;
+  int32_t batchDim = -1;     // the dimension along the batch; -1: none
+  std::string initial = "zeros";  // "zeros", or "stored" (the stage files hold it)
+};
+
 struct Stage {
   uint32_t index = 0;
   std::vector<StageFile> files;
@@ -90,6 +98,9 @@ struct Stage {
   std::vector<std::string> modules;     // top-level modules whose nodes it runs
   std::vector<std::string> recomputed;  // values recomputed here instead of received
   std::vector<MissingFile> missing;     // formats asked for that could not express this stage
+  // What it updates in place, call to call: TorchScript stages take these as
+  // trailing forward() arguments, after `inputs`.
+  std::vector<StageState> state;
 };
 
 struct UserValue {

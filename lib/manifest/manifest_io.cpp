@@ -113,6 +113,13 @@ void toProto(const Stage& s, pb::Stage* out) {
     pm->set_format(mf.format);
     pm->set_reason(mf.reason);
   }
+  for (const StageState& st : s.state) {
+    pb::StageState* ps = out->add_state();
+    ps->set_name(st.name);
+    toProto(st.tensor, ps->mutable_tensor());
+    ps->set_batch_dim(st.batchDim);
+    ps->set_initial(st.initial);
+  }
 }
 
 pb::Manifest toProto(const Manifest& m) {
@@ -300,6 +307,21 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
     if (pm.format() != "torchscript" && pm.format() != "pt2")
       invalidInput(indexed(path, "missing", static_cast<size_t>(k)) + ".format", "'" + pm.format() + "' is not a stage format (torchscript, pt2)");
     out.missing.push_back({pm.format(), pm.reason()});
+  }
+  for (int k = 0; k < s.state_size(); ++k) {
+    const pb::StageState& ps = s.state(k);
+    const std::string at = indexed(path, "state", static_cast<size_t>(k));
+    StageState st;
+    st.name = ps.name();
+    if (st.name.empty()) invalidInput(at + ".name", "a state tensor needs its name");
+    st.tensor = fromProto(ps.tensor(), at + ".tensor");
+    st.batchDim = ps.batch_dim();
+    if (st.batchDim < -1 || st.batchDim >= static_cast<int32_t>(st.tensor.shape.size()))
+      invalidInput(at + ".batch_dim", std::to_string(st.batchDim) + " is not a dimension of the tensor (or -1)");
+    st.initial = ps.initial();
+    if (st.initial != "zeros" && st.initial != "stored")
+      invalidInput(at + ".initial", "'" + st.initial + "' is neither \"zeros\" nor \"stored\"");
+    out.state.push_back(std::move(st));
   }
   return out;
 }

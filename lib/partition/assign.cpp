@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/schedule.h"
+#include "ir/state.h"
 #include "support/error.h"
 
 namespace pipecut::partition {
@@ -268,14 +269,71 @@ bool nodeInModule(const ir::Node& node, const std::string& path) {
   return in > 0;
 }
 
+namespace {
+
+// A state tensor (ir/state.h) lives in one stage: every node that touches it
+// goes to the latest stage any of them is in. transformers' static cache
+// writes a layer's cache position at the top of the program, in no module,
+// and reads it in the layer: that write follows the layer. Moving a node
+// later keeps data flowing forward unless something outside the state reads
+// its outputs in an earlier stage; then the state would be written in one
+// stage and read in another: refused, naming it.
+void keepStateTogether(const ir::Program& p, Assignment& a) {
+  std::vector<ir::StateTensor> state = ir::findState(p);
+  if (state.empty()) return;
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < p.graph.nodes.size(); ++i) position.emplace(p.graph.nodes[i].get(), i);
+  std::vector<std::vector<size_t>> users(p.graph.nodes.size());
+  for (size_t i = 0; i < p.graph.nodes.size(); ++i)
+    p.graph.nodes[i]->forEachInputValue([&](ir::Value* v) {
+      if (v->producer) {
+        auto it = position.find(v->producer);
+        if (it != position.end()) users[it->second].push_back(i);
+      }
+    });
+  for (const auto& st : state) {
+    const std::string where = "state '" + p.inputSpecs[st.spec].target + "'";
+    int owner = 0;
+    std::vector<size_t> nodes;
+    for (const ir::Node* n : st.touching) {
+      nodes.push_back(position.at(n));
+      owner = std::max(owner, a.stageOf[nodes.back()]);
+    }
+    for (size_t i : nodes) {
+      if (a.stageOf[i] == owner) continue;
+      for (size_t u : users[i])
+        if (a.stageOf[u] < owner && std::find(nodes.begin(), nodes.end(), u) == nodes.end())
+          invalidInput(where, "it is updated in place in stage " + std::to_string(owner) + " and read through node '" +
+                                  p.graph.nodes[i]->label() + "' in stage " + std::to_string(a.stageOf[u]) +
+                                  " (by node '" + p.graph.nodes[u]->label() +
+                                  "'); a state tensor and everything that reads it stay in one stage");
+      a.stageOf[i] = owner;
+    }
+  }
+  // A node moved for one state tensor may have left another's stage.
+  for (const auto& st : state) {
+    int stage = a.stageOf[position.at(st.touching.front())];
+    for (const ir::Node* n : st.touching)
+      if (a.stageOf[position.at(n)] != stage)
+        invalidInput("state '" + p.inputSpecs[st.spec].target + "'",
+                     "it is read and updated in stages " + std::to_string(stage) + " and " +
+                         std::to_string(a.stageOf[position.at(n)]) + " (node '" + n->label() +
+                         "'); a state tensor and everything that reads it stay in one stage");
+  }
+}
+
+}  // namespace
+
 Assignment assignStages(const ir::Program& p, const SplitSpec& s, const ir::ModuleTree& tree) {
   if (p.graph.nodes.empty()) invalidInput("graph", "the program has no nodes to split");
+  Assignment a;
   switch (s.kind) {
-    case SplitSpec::Kind::SplitPoints: return bySplitPoints(p, s, tree);
-    case SplitSpec::Kind::SplitAfterNodes: return byNodes(p, s);
-    case SplitSpec::Kind::Stages: return byStageLists(p, s, tree);
+    case SplitSpec::Kind::SplitPoints: a = bySplitPoints(p, s, tree); break;
+    case SplitSpec::Kind::SplitAfterNodes: a = byNodes(p, s); break;
+    case SplitSpec::Kind::Stages: a = byStageLists(p, s, tree); break;
   }
-  return {};
+  keepStateTogether(p, a);
+  return a;
 }
 
 }  // namespace pipecut::partition

@@ -11,6 +11,7 @@
 #include "ir/clone.h"
 #include "ir/module_tree.h"
 #include "ir/schedule.h"
+#include "ir/state.h"
 #include "partition/stage_summary.h"
 #include "partition/symbolic.h"
 #include "passes/pass_manager.h"
@@ -141,6 +142,39 @@ class Carver {
         setIndex(liftedSpec_, s.arg.value(), i);
       }
     }
+    for (const auto& st : ir::findState(p_)) state_.insert(st.placeholder);
+    // The batch runs along the first user input's dimension 0 (input_ids of
+    // a decode step), where it is static.
+    for (size_t i : userInputs_) {
+      const Value* v = p_.inputSpecs[i].arg.value();
+      if (v && v->meta && !v->meta->sizes.empty() && !v->meta->sizes[0].isExpr) batch_ = v->meta->sizes[0].value;
+      break;
+    }
+  }
+
+  // The manifest's entry for a state tensor the stage holds: which dimension
+  // runs along the batch (the first of the batch's size), and whether it
+  // starts at zeros (a cache) or at what the stage files hold.
+  StageState stateEntry(const Value& v, const std::string& fqn) const {
+    StageState st;
+    st.name = fqn;
+    st.tensor = tensorSpecOf(v);
+    if (v.meta && batch_)
+      for (size_t d = 0; d < v.meta->sizes.size(); ++d)
+        if (!v.meta->sizes[d].isExpr && v.meta->sizes[d].value == *batch_) {
+          st.batchDim = static_cast<int32_t>(d);
+          break;
+        }
+    st.initial = "zeros";
+    if (const pt2::StoredTensor* stored = tensors_.find(fqn)) {
+      pt2::ByteView bytes = stored->data.view();
+      for (size_t i = 0; i < bytes.size; ++i)
+        if (bytes.data[i] != 0) {
+          st.initial = "stored";
+          break;
+        }
+    }
+    return st;
   }
 
   // A carrier stands for the symbolic value it carries.
@@ -432,6 +466,7 @@ class Carver {
       param.bytes = stored ? stored->logicalBytes() : 0;
       out.info.parameters.push_back(param);
       out.info.parameterBytes += param.bytes;
+      if (state_.count(v)) out.info.state.push_back(stateEntry(*v, orig.target));
     }
     for (const Value* v : d.inputs) {
       if (programs) {
@@ -553,6 +588,8 @@ class Carver {
   std::vector<size_t> userInput_;   // value -> flat user input index
   std::vector<size_t> userInputs_;  // flat index -> input spec index
   std::vector<size_t> liftedSpec_;  // value -> input spec index
+  std::unordered_set<const Value*> state_;  // lifted tensors updated in place (ir/state.h)
+  std::optional<int64_t> batch_;            // the batch size, where the first user input says
   void setIndex(std::vector<size_t>& table, const Value* v, size_t index) const {
     if (!v) return;
     if (!g_.owns(v)) internalError("carve", "input '" + v->name + "' is not a value of the graph");

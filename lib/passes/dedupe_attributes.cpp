@@ -1,13 +1,16 @@
 // Merges duplicate attribute and constant reads: two placeholders that lift the
 // same parameter, buffer or constant FQN become one, and lifted constants with
 // byte-identical contents (torch lifts each literal tensor separately) share
-// one placeholder. Fewer placeholders means fewer values to route between
-// pipeline stages later.
+// one placeholder, unless the program updates them in place: two zeroed KV
+// caches (ir/state.h) look alike and are two tensors. Fewer placeholders
+// means fewer values to route between pipeline stages later.
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "ir/state.h"
 #include "passes/pass_manager.h"
 
 namespace pipecut::passes {
@@ -30,6 +33,9 @@ Pass dedupeAttributesPass(SameConstantFn sameConstant, ConstantKeyFn constantKey
     std::unordered_map<std::string, std::vector<size_t>> constants;
     std::vector<bool> drop(p.inputSpecs.size(), false);
     bool changed = false;
+    std::unordered_set<const ir::Value*> state;
+    if (sameConstant)
+      for (const auto& st : ir::findState(p)) state.insert(st.placeholder);
     for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
       const ir::InputSpec& s = p.inputSpecs[i];
       bool lifted = s.kind == ir::InputKind::Parameter || s.kind == ir::InputKind::Buffer ||
@@ -41,7 +47,7 @@ Pass dedupeAttributesPass(SameConstantFn sameConstant, ConstantKeyFn constantKey
       std::vector<size_t>* bucket = nullptr;
       if (it != firstByTarget.end()) {
         keepIndex = it->second;
-      } else if (s.kind == ir::InputKind::TensorConstant && sameConstant) {
+      } else if (s.kind == ir::InputKind::TensorConstant && sameConstant && !state.count(s.arg.value())) {
         bucket = &constants[constantKey ? constantKey(s.target) : std::string()];
         for (size_t c : *bucket)
           if (sameConstant(p.inputSpecs[c].target, s.target)) keepIndex = c;

@@ -8,6 +8,7 @@
 //   InferenceOptions  micro-batched forward passes (runInference), and the
 //                     node-by-node profile of a one-stage split (runProfile)
 //   TrainOptions      optimizer steps (runTraining)
+//   GenerateOptions   token-by-token generation with a KV cache (runGeneration)
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -74,6 +75,21 @@ struct TrainOptions {
   TrainScheduleKind schedule = TrainScheduleKind::OneFOneB;
   OptimizerOptions optimizer;
   std::string saveCheckpoint, loadCheckpoint;
+};
+
+enum class Sampling { Greedy, TopP };
+
+struct GenerateOptions {
+  SessionOptions session;
+  std::string promptsPath;           // JSONL: {"id": ..., "prompt": [token ids]} per line
+  int maxNewTokens = 16;             // per sequence
+  std::optional<int64_t> eos;        // a sequence ends when it samples this token
+  Sampling sampling = Sampling::Greedy;
+  double temperature = 1.0, topP = 1.0;  // TopP
+  uint64_t seed = 0;                 // TopP: the draws depend on (seed, prompt id, position) only
+  int slots = 0;                     // sequence groups in flight (one exported batch each); 0: one per stage
+  std::string outputPath;            // JSONL: {"id": ..., "tokens": [...], "finish": "eos"|"length"}
+  std::string checkTokensPath;       // JSONL as written: exit 4 on the first token that differs
 };
 
 }  // namespace pipecut::runtime

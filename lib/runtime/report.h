@@ -97,6 +97,36 @@ struct ProfileReport {
   TransferRate transfer;
 };
 
+struct GenerateReport {
+  int rank = 0, world = 1;
+  std::string backend;
+  uint32_t stages = 0;
+  int slots = 0;
+  int64_t rowsPerSlot = 0;         // the exported batch
+  std::string sampling;
+  size_t sequences = 0;
+  uint64_t promptTokens = 0, generatedTokens = 0;
+  uint64_t steps = 0;              // items run through the pipeline (prefill chunks and decode steps)
+  double wallMs = 0;
+  // Prompt tokens and generated tokens over the run's wall time (as serving
+  // benchmarks count input and output throughput).
+  double prefillTokensPerSecond = 0, decodeTokensPerSecond = 0;
+  // Time to first token: from a sequence's first prefill step entering the
+  // pipeline to its first token; inter-token latency: between a sequence's
+  // consecutive tokens. Milliseconds; -1 when there are none.
+  double ttftP50Ms = -1, ttftP99Ms = -1, itlP50Ms = -1, itlP99Ms = -1;
+  std::vector<StageStats> stageStats;
+  double bubbleMeasured = 0;       // 1 - sum(busy) / (stages * wall)
+  uint64_t stateBytesPerSlot = 0;  // every stage's state, one slot's
+  // State bytes copied per generated token: slots run on their own state,
+  // passed by reference; only a new sequence's state is reset (zeroed:
+  // stateBytesZeroed, or copied from a stored initial value: counted here).
+  double stateBytesCopiedPerToken = 0;
+  uint64_t stateBytesZeroed = 0;
+  bool checked = false, checkOk = false;
+  std::string checkMessage;
+};
+
 std::string reportJson(const RunReport& r);
 std::string reportText(const RunReport& r);
 std::string trainReportJson(const TrainReport& r);
@@ -104,5 +134,7 @@ std::string trainReportText(const TrainReport& r);
 std::string profileJson(const ProfileReport& r);         // the profile file's contents
 std::string profileSummaryJson(const ProfileReport& r);  // one line, for --json
 std::string profileText(const ProfileReport& r);         // top nodes, total vs forward
+std::string generateReportJson(const GenerateReport& r);
+std::string generateReportText(const GenerateReport& r);
 
 }  // namespace pipecut::runtime

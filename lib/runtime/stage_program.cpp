@@ -50,10 +50,60 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
   } catch (const std::exception& e) {  // NativeRT also throws std::runtime_error
     throw Error(ErrorKind::InvalidInput, path, "", std::string("NativeRT cannot load it: ") + firstLine(e.what()));
   }
+  p.stateful_ = !st.state.empty();
+  if (p.module_)
+    for (size_t k = 0; k < st.state.size(); ++k) {
+      // The initial value: the module's attribute at the state's FQN.
+      const std::string& fqn = st.state[k].name;
+      torch::jit::Module owner = *p.module_;
+      size_t start = 0;
+      for (size_t dot; (dot = fqn.find('.', start)) != std::string::npos; start = dot + 1) {
+        std::string part = fqn.substr(start, dot - start);
+        if (!owner.hasattr(part)) throw Error(ErrorKind::InvalidInput, path, "state[" + std::to_string(k) + "]", "the module holds no '" + fqn + "'");
+        owner = owner.attr(part).toModule();
+      }
+      std::string leaf = fqn.substr(start);
+      if (!owner.hasattr(leaf) || !owner.attr(leaf).isTensor())
+        throw Error(ErrorKind::InvalidInput, path, "state[" + std::to_string(k) + "]", "the module holds no tensor '" + fqn + "'");
+      p.initialState_.push_back(owner.attr(leaf).toTensor());
+      p.zeros_.push_back(st.state[k].initial == "zeros");
+    }
   return p;
 }
 
+std::vector<at::Tensor> StageProgram::newState() const {
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < initialState_.size(); ++k)
+    out.push_back(zeros_[k] ? at::zeros_like(initialState_[k]) : initialState_[k].clone());
+  return out;
+}
+
+void StageProgram::resetState(std::vector<at::Tensor>& state) const {
+  at::NoGradGuard noGrad;
+  for (size_t k = 0; k < state.size() && k < initialState_.size(); ++k) {
+    if (zeros_[k]) state[k].zero_();
+    else state[k].copy_(initialState_[k]);
+  }
+}
+
+std::vector<c10::IValue> StageProgram::forward(std::vector<c10::IValue> args, const std::vector<at::Tensor>& state) {
+  if (state.size() != initialState_.size())
+    internalError("stage " + std::to_string(stage_), std::to_string(state.size()) + " state tensors given, the stage has " +
+                                                         std::to_string(initialState_.size()));
+  for (const auto& t : state) args.emplace_back(t);
+  return run(std::move(args));
+}
+
 std::vector<c10::IValue> StageProgram::forward(std::vector<c10::IValue> args) {
+  // A TorchScript stage with state, called without: its own set (one sequence).
+  if (module_ && !initialState_.empty()) {
+    if (ownState_.empty()) ownState_ = newState();
+    for (const auto& t : ownState_) args.emplace_back(t);
+  }
+  return run(std::move(args));
+}
+
+std::vector<c10::IValue> StageProgram::run(std::vector<c10::IValue> args) {
   auto failed = [&](const std::string& text) {
     StageFailure f = parseStageFailure(text);
     std::string node = describeFailingNode(f);

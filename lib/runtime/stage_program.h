@@ -43,16 +43,36 @@ class StageProgram {
   // forward() in the manifest's argument order; results in its output order.
   // An operator that fails is an Error (InvalidInput) naming the stage, the
   // node and the cause (runtime/stage_failure.h); out of memory is
-  // Environment.
+  // Environment. A stage with state (the manifest's Stage::state, a KV
+  // cache) runs on the program's own: one sequence, carried from call to
+  // call.
   std::vector<c10::IValue> forward(std::vector<c10::IValue> args);
+
+  // State (TorchScript stages: passed as trailing arguments). One set per
+  // sequence group a runner keeps in flight (generation's slots): the
+  // program updates the set it is given in place, so nothing is copied per
+  // call. A .pt2 stage through NativeRT holds its state inside and takes
+  // none: hasOwnStateOnly().
+  size_t stateCount() const { return initialState_.size(); }
+  bool hasOwnStateOnly() const { return nativert_ && stateful_; }
+  // A fresh set, at the manifest's initial values, on the stage's device.
+  std::vector<at::Tensor> newState() const;
+  // Zeroes or restores `state` to the initial values in place (a slot's next sequence).
+  void resetState(std::vector<at::Tensor>& state) const;
+  std::vector<c10::IValue> forward(std::vector<c10::IValue> args, const std::vector<at::Tensor>& state);
   // The TorchScript module (nullptr for a .pt2 stage).
   torch::jit::Module* module() { return module_ ? &*module_ : nullptr; }
 
  private:
+  std::vector<c10::IValue> run(std::vector<c10::IValue> args);
   StageFormat format_ = StageFormat::TorchScript;
   uint32_t stage_ = 0;
   std::optional<torch::jit::Module> module_;
   std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
+  bool stateful_ = false;
+  std::vector<at::Tensor> initialState_;  // the module's attributes of the manifest's state names
+  std::vector<bool> zeros_;               // initial "zeros"
+  std::vector<at::Tensor> ownState_;      // what forward(args) passes: made on first use
 };
 
 }  // namespace pipecut::runtime

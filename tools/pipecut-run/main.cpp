@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "options.h"
+#include "runtime/generate.h"
 #include "runtime/inference.h"
 #include "runtime/profile.h"
 #include "runtime/train.h"
@@ -30,6 +31,11 @@ int main(int argc, char** argv) {
         runtime::TrainReport r = runtime::runTraining(cmd.train);
         if (r.rank == 0) std::cout << (cmd.json ? runtime::trainReportJson(r) + "\n" : runtime::trainReportText(r));
         return 0;
+      }
+      case cli::RunCommand::Mode::Generate: {
+        runtime::GenerateReport r = runtime::runGeneration(cmd.generate);
+        if (r.rank == 0) std::cout << (cmd.json ? runtime::generateReportJson(r) + "\n" : runtime::generateReportText(r));
+        return r.checked && !r.checkOk ? 4 : 0;
       }
       case cli::RunCommand::Mode::Run: {
         runtime::RunReport r = runtime::runInference(cmd.inference);

@@ -117,7 +117,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   auto* inputsPath = inputs->add_option("--inputs", in.inputsPath, "inputs: .safetensors (input.N keys) or a torch.save'd tuple/dict");
   auto* random = inputs->add_flag("--random-inputs", in.randomInputs, "draw inputs from the manifest's shapes and dtypes");
   inputsPath->excludes(random);
-  inputs->add_option("--seed", in.seed, "seed for --random-inputs")->capture_default_str();
+
   inputs->add_option("--batch-size", in.batch, "micro-batch size along dynamic (symbolic) dimensions, for --random-inputs")
       ->check(atLeast(1));
   inputs->add_option("--int-high", in.intHigh, "random integer inputs lie in [0, N)")->capture_default_str()->check(atLeast(1));
@@ -139,7 +139,13 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   pipeline->add_option("--queue-depth", o.queueDepth, "micro-batches a stage may receive ahead")
       ->capture_default_str()
       ->check(atLeast(1));
-  pipeline->add_option("--output", o.outputPath, "write the merged outputs (.safetensors)");
+
+
+  // Shared by inference and generation.
+  auto* seedOpt = app.add_option("--seed", in.seed, "seed for --random-inputs and for --generate's top-p draws")
+                      ->capture_default_str();
+  auto* outputOpt = app.add_option("--output", o.outputPath,
+                                   "write the merged outputs (.safetensors); --generate: the tokens (JSON lines)");
 
   // Training (runtime::TrainOptions).
   CLI::App* trainGroup = app.add_option_group("training", "--train and what it takes");
@@ -166,6 +172,42 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   inputs->excludes(train);
   pipeline->excludes(train);
   train->excludes(stageFormatOpt);
+  train->excludes(seedOpt);
+  train->excludes(outputOpt);
+
+  // Generation (runtime::GenerateOptions).
+  runtime::GenerateOptions& g = cmd.generate;
+  bool generating = false;
+  std::string sampling = "greedy";
+  int64_t eos = -1;
+  CLI::App* genGroup = app.add_option_group("generation", "--generate and what it takes");
+  auto* generate = genGroup->add_flag("--generate", generating,
+                                      "generate tokens: the program is a decode step with its KV cache (state); prompts in, "
+                                      "tokens out, several sequence groups (slots) in flight");
+  std::vector<CLI::Option*> genOnly = {
+      genGroup->add_option("--prompts", g.promptsPath, "prompts (JSON lines: {\"id\": ..., \"prompt\": [token ids]})"),
+      genGroup->add_option("--max-new-tokens", g.maxNewTokens, "tokens to generate per sequence")
+          ->capture_default_str()
+          ->check(atLeast(1)),
+      genGroup->add_option("--eos", eos, "a sequence ends when it generates this token")->check(atLeast(0)),
+      genGroup->add_option("--sampling", sampling, "greedy (argmax) or top-p")->capture_default_str(),
+      genGroup->add_option("--temperature", g.temperature, "top-p: logits are divided by this")
+          ->capture_default_str()
+          ->check(positiveReal()),
+      genGroup->add_option("--top-p", g.topP, "top-p: the smallest set of tokens whose probability reaches this")
+          ->capture_default_str()
+          ->check(realIn(0, 1, true, false, "a number in (0, 1]")),
+      genGroup->add_option("--slots", g.slots, "sequence groups in flight, one exported batch each (default: one per stage)")
+          ->check(atLeast(1)),
+      genGroup->add_option("--check-tokens", g.checkTokensPath,
+                           "reference tokens (JSON lines as --output writes them); exit 4 at the first that differs")};
+  for (auto* opt : genOnly) opt->needs(generate);
+  // --seed and --output are shared with inference; --generate reads them too.
+  inputs->excludes(generate);
+  generate->excludes(train);
+  generate->excludes(stageFormatOpt);
+  for (const char* name : {"--check", "--atol", "--rtol", "--exact", "--queue-depth"})
+    generate->excludes(app.get_option(name));
 
   // --profile: one stage, one process, one call per batch.
   auto* profile = app.add_option("--profile", cmd.profilePath,
@@ -176,6 +218,8 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   pipeline->excludes(profile);
   for (const char* name : {"--microbatches", "--schedule", "--stage-ranks", "--timeout", "--backend", "--trace"})
     profile->excludes(app.get_option(name));
+  profile->excludes(generate);
+  profile->excludes(outputOpt);
   (void)trace;
 
   try {
@@ -184,7 +228,8 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     const std::pair<const char*, const std::string*> paths[] = {
         {"dir", &s.dir},           {"--profile", &cmd.profilePath}, {"--inputs", &in.inputsPath},
         {"--check", &o.checkPath}, {"--output", &o.outputPath},     {"--trace", &s.tracePath},
-        {"--data", &t.dataPath},   {"--save-checkpoint", &t.saveCheckpoint}, {"--load-checkpoint", &t.loadCheckpoint}};
+        {"--data", &t.dataPath},   {"--save-checkpoint", &t.saveCheckpoint}, {"--load-checkpoint", &t.loadCheckpoint},
+        {"--prompts", &g.promptsPath}, {"--check-tokens", &g.checkTokensPath}};
     for (const auto& [name, value] : paths)
       if (app.get_option(name)->count() && value->empty()) throw CLI::ValidationError(name, "expected a path, got an empty one");
     auto format = runtime::parseStageFormat(stageFormat);
@@ -224,6 +269,14 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       throw CLI::ValidationError("--schedule", "expected gpipe or 1f1b (interleaved-1f1b and zb1p: with --train)");
     }
     if (profile->count() && cmd.profilePath.empty()) throw CLI::ValidationError("--profile", "needs a file name");
+    if (generating) {
+      if (g.promptsPath.empty()) throw CLI::ValidationError("--prompts", "--generate needs --prompts FILE.jsonl");
+      if (sampling == "greedy") g.sampling = runtime::Sampling::Greedy;
+      else if (sampling == "top-p") g.sampling = runtime::Sampling::TopP;
+      else throw CLI::ValidationError("--sampling", "expected greedy or top-p");
+      if (eos >= 0) g.eos = eos;
+      if (app.get_option("--schedule")->count()) throw CLI::ValidationError("--schedule", "--generate keeps its own order");
+    }
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" of exit code 0.
     std::ostringstream out, err;
@@ -242,9 +295,12 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     if (iterations->count() == 0) o.iterations = 10;
     cmd.mode = RunCommand::Mode::Profile;
   } else {
-    cmd.mode = training ? RunCommand::Mode::Train : RunCommand::Mode::Run;
+    cmd.mode = training ? RunCommand::Mode::Train : generating ? RunCommand::Mode::Generate : RunCommand::Mode::Run;
   }
   t.session = s;
+  g.session = s;
+  g.seed = in.seed;
+  g.outputPath = o.outputPath;
   return cmd;
 }
 

@@ -12,9 +12,10 @@
 namespace pipecut::cli {
 
 struct RunCommand {
-  enum class Mode { Run, Train, Profile, Exit } mode = Mode::Run;
+  enum class Mode { Run, Train, Profile, Generate, Exit } mode = Mode::Run;
   runtime::InferenceOptions inference;  // Mode::Run, Mode::Profile
   runtime::TrainOptions train;          // Mode::Train (its session is inference's)
+  runtime::GenerateOptions generate;    // Mode::Generate (likewise)
   std::string profilePath;              // Mode::Profile
   bool json = false, quiet = false;
   // Mode::Exit: --help, --version or a usage error: print `text` (to stdout
