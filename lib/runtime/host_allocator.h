@@ -11,10 +11,12 @@
 // GPUs, costs a resident size at the run's peak rather than below it.
 namespace pipecut::runtime {
 
-// Once per process: fixes glibc's mmap threshold at its largest (32 MiB),
-// never trims the heap, and grows it 64 MiB at a time. Leaves everything as
-// it is when the user tuned malloc (MALLOC_*_ or GLIBC_TUNABLES in the
-// environment) or set PIPECUT_MALLOC_DEFAULTS=1.
+// Once per process: under mimalloc (the tools link it), reserves an arena
+// that blocks over 16 MiB come from and return to; under glibc, fixes the
+// mmap threshold at its largest (32 MiB), never trims the heap, and grows it
+// 64 MiB at a time. Leaves everything as it is when the user tuned malloc
+// (MALLOC_*_, MIMALLOC_* or GLIBC_TUNABLES in the environment) or set
+// PIPECUT_MALLOC_DEFAULTS=1.
 void keepFreedHostMemory();
 
 }  // namespace pipecut::runtime
