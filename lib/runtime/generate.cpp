@@ -34,6 +34,8 @@
 #include "runtime/clock.h"
 #include "runtime/exchange.h"
 #include "runtime/generation_plan.h"
+#include "runtime/host_allocator.h"
+#include "runtime/inputs.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "runtime/prompts.h"
@@ -117,6 +119,12 @@ struct StepInfo {
   std::vector<int64_t> generated;
 };
 
+// A value that crosses workers: output `output` of stage `producer` is input
+// `input` of stage `consumer`.
+struct Edge {
+  uint32_t producer, output, consumer, input;
+};
+
 }  // namespace
 
 class Generation {
@@ -130,6 +138,7 @@ class Generation {
     prompts_ = readPrompts(o_.promptsPath);
     checkPrompts();
     place();
+    makePlan();
     checkOutputs();
     if (world_ > 1) {
       session_ = std::make_unique<RankSession>(DistEnv::fromEnvironment(), backend_, o_.session, identity());
@@ -142,14 +151,6 @@ class Generation {
     try {
       loadStages();
       setIntraOpThreads(o_.session.threads, localWorkers_.size());
-      GenerationConfig c;
-      c.rows = program_.rows;
-      c.slots = slots_;
-      c.chunk = program_.chunk;
-      c.cacheLength = program_.cacheLength;
-      c.maxNewTokens = o_.maxNewTokens;
-      c.eos = o_.eos;
-      plan_ = std::make_unique<GenerationPlan>(c, prompts_);
       trace_.reset(rank_, !o_.session.tracePath.empty());
       t0_ = Clock::now();
       std::vector<std::thread> threads;
@@ -178,6 +179,23 @@ class Generation {
                           std::to_string(program_.vocab));
   }
 
+  // Every rank makes the plan (and refuses a prompt that does not fit the
+  // cache) before any waits on another; only the first stage's follows it.
+  void makePlan() {
+    GenerationConfig c;
+    c.rows = program_.rows;
+    c.slots = slots_;
+    c.chunk = o_.prefillChunk > 0 ? std::min(program_.chunk, o_.prefillChunk) : program_.chunk;
+    c.cacheLength = program_.cacheLength;
+    c.maxNewTokens = o_.maxNewTokens;
+    c.eos = o_.eos;
+    try {
+      plan_ = std::make_unique<GenerationPlan>(c, prompts_);
+    } catch (const Error& e) {
+      e.rethrowWithFile(o_.promptsPath);
+    }
+  }
+
   void place() {
     DistEnv env = DistEnv::fromEnvironment();
     rank_ = env.rank;
@@ -199,6 +217,8 @@ class Generation {
         if (std::find(localWorkers_.begin(), localWorkers_.end(), stageWorker_[s]) == localWorkers_.end())
           localWorkers_.push_back(stageWorker_[s]);
     slots_ = o_.slots > 0 ? o_.slots : static_cast<int>(std::max<uint32_t>(1, P_));
+    // A slot holds a prompt at least: more would only hold caches.
+    slots_ = std::min(slots_, static_cast<int>(std::min<size_t>(prompts_.size(), 1 << 20)));
   }
 
   // Refusals of an output come before the run, not after it.
@@ -229,6 +249,7 @@ class Generation {
     std::snprintf(buf, sizeof buf, "%.17g %.17g %llu", o_.temperature, o_.topP, static_cast<unsigned long long>(o_.seed));
     id.push_back({"--temperature --top-p --seed", buf});
     id.push_back({"--slots", std::to_string(slots_)});
+    id.push_back({"--prefill-chunk", std::to_string(o_.prefillChunk)});
     return id;
   }
 
@@ -260,8 +281,18 @@ class Generation {
             edges_.push_back({st.index, o, c.stage, c.input});
     for (uint32_t s = 0; s < P_; ++s)
       for (const auto& in : m_.stages[s].inputs)
-        if (in.source.kind == ValueSource::Kind::UserInput && in.source.userInput == 0 && stageWorker_[s] != stageWorker_[0])
+        if (in.source.kind == ValueSource::Kind::UserInput && in.source.userInput == 0 && stageWorker_[s] != stageWorker_[0] &&
+            std::find(idsWorkers_.begin(), idsWorkers_.end(), stageWorker_[s]) == idsWorkers_.end())
           idsWorkers_.push_back(stageWorker_[s]);
+    // Values between workers take their sizes from the step: the sequence
+    // length is the one symbol they may have.
+    const std::string& length = m_.inputs[0].tensor.shape[1].symbol;
+    for (const Edge& e : edges_)
+      for (const auto& d : m_.stages[e.producer].outputs[e.output].tensor.shape)
+        if (!d.symbol.empty() && d.symbol != length)
+          invalidInput("stage " + std::to_string(e.producer) + " output '" + m_.stages[e.producer].outputs[e.output].name + "'",
+                       "has a dimension of symbol " + d.symbol + "; --generate passes values whose only symbolic "
+                       "dimension is the sequence length");
   }
 
   bool isLocal(uint32_t stage) const { return world_ == 1 || stageWorker_[stage] == rank_; }
@@ -274,10 +305,8 @@ class Generation {
       if (stageWorker_[s] == worker) return devices_[s];
     return c10::Device(c10::kCPU);
   }
-  DistContext::Shape stepShape() const {
-    return {{kStepHeader + 2 * program_.rows}, at::kLong, true};
-  }
-  DistContext::Shape tokensShape() const { return {{program_.rows}, at::kLong, true}; }
+  std::vector<WireSpec> stepSpec() const { return {WireSpec{{kStepHeader + 2 * program_.rows}, at::kLong}}; }
+  std::vector<WireSpec> tokensSpec() const { return {WireSpec{{program_.rows}, at::kLong}}; }
 
   // ---- workers --------------------------------------------------------------
 
@@ -319,8 +348,8 @@ class Generation {
     StepInfo stop;
     stop.flags = kStop;
     stop.index = static_cast<int64_t>(plan_->stepsIssued());
-    at::Tensor wire = encode(stop);
-    for (int other : otherWorkers(w)) channels_->send(w, other, wire.to(wireDevice(w)), stepShape());
+    at::Tensor wire = encode(stop).to(wireDevice(w));
+    for (int other : otherWorkers(w)) channels_->send(w, other, {wire});
   }
 
   std::vector<int> otherWorkers(int self) const {
@@ -343,24 +372,20 @@ class Generation {
       info.generated.push_back(step.generated[r]);
     }
     at::Tensor ids = at::tensor(step.tokens, at::kLong).view({program_.rows, step.length});
-    at::Tensor wire = encode(info);
-    for (int other : otherWorkers(w)) {
-      channels_->send(w, other, wire.to(wireDevice(w)), stepShape());
-      if (std::find(idsWorkers_.begin(), idsWorkers_.end(), other) != idsWorkers_.end())
-        channels_->send(w, other, ids.to(wireDevice(w)), DistContext::Shape{{program_.rows, step.length}, at::kLong, !program_.chunked});
-    }
+    at::Tensor wire = encode(info).to(wireDevice(w));
+    auto sendFrom = Clock::now();
+    for (int other : otherWorkers(w)) channels_->send(w, other, {wire});
+    trace_.add("send step", "transfer", 1000 + w, sendFrom, Clock::now());
     runStep(w, info, ids);
   }
 
   void follow(int w) {
     for (;;) {
-      StepInfo info = decode(channels_->recv(w, scheduler(), stepShape(), wireDevice(w)));
+      auto waitFrom = Clock::now();
+      StepInfo info = decode(channels_->recv(w, scheduler(), stepSpec(), wireDevice(w)).at(0));
+      trace_.add("wait for step", "transfer", 1000 + w, waitFrom, Clock::now());
       if (info.flags & kStop) return;
-      at::Tensor ids;
-      if (std::find(idsWorkers_.begin(), idsWorkers_.end(), w) != idsWorkers_.end())
-        ids = channels_->recv(w, scheduler(), DistContext::Shape{{program_.rows, info.length}, at::kLong, !program_.chunked},
-                              wireDevice(w));
-      runStep(w, info, ids);
+      runStep(w, info, at::Tensor());
     }
   }
 
@@ -372,18 +397,57 @@ class Generation {
       t = localTokens_.at(index);
       localTokens_.erase(index);
     } else {
-      t = channels_->recv(w, sampler(), tokensShape(), wireDevice(w)).to(at::kCPU);
+      auto waitFrom = Clock::now();
+      t = channels_->recv(w, sampler(), tokensSpec(), wireDevice(w)).at(0).to(at::kCPU);
+      trace_.add("wait for tokens", "transfer", 1000 + w, waitFrom, Clock::now());
     }
     return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
   }
 
-  // Runs worker w's stages for one step.
-  void runStep(int w, const StepInfo& info, const at::Tensor& ids) {
-    std::map<std::pair<uint32_t, uint32_t>, at::Tensor> values;  // (stage, output) -> value, this step
-    std::map<std::pair<uint32_t, uint32_t>, at::Tensor> received;  // (stage, input)
+  // Which values go from worker `src` to worker `dst` in a step, in one
+  // order both derive: the token ids first (from the first stage's worker,
+  // when `dst` runs a stage that reads them), then the cross-worker edges in
+  // edges_ order.
+  bool sendsIds(int src, int dst) const {
+    return src == scheduler() && std::find(idsWorkers_.begin(), idsWorkers_.end(), dst) != idsWorkers_.end();
+  }
+  std::vector<WireSpec> payloadSpec(int src, int dst, int64_t length) const {
+    std::vector<WireSpec> specs;
+    if (sendsIds(src, dst)) specs.push_back(WireSpec{{program_.rows, length}, at::kLong});
     for (const Edge& e : edges_)
-      if (stageWorker_[e.consumer] == w)
-        received[{e.consumer, e.input}] = channels_->recv(w, stageWorker_[e.producer], shapeOf(e), devices_[e.consumer]);
+      if (stageWorker_[e.producer] == src && stageWorker_[e.consumer] == dst) specs.push_back(wireSpec(e, length));
+    return specs;
+  }
+  // An edge's value at this step's sequence length (the one symbol --generate allows).
+  WireSpec wireSpec(const Edge& e, int64_t length) const {
+    const TensorSpec& t = m_.stages[e.producer].outputs[e.output].tensor;
+    WireSpec w;
+    w.dtype = scalarTypeFromName(t.dtype).value_or(at::kFloat);
+    for (const auto& d : t.shape) w.sizes.push_back(d.symbol.empty() ? d.size : length);
+    return w;
+  }
+
+  // Runs worker w's stages for one step: its values from the workers below
+  // it (one message each), its stages in order, one message to each worker
+  // above it.
+  void runStep(int w, const StepInfo& info, at::Tensor ids) {
+    std::map<std::pair<uint32_t, uint32_t>, at::Tensor> values;    // (stage, output) -> value, this step
+    std::map<std::pair<uint32_t, uint32_t>, at::Tensor> received;  // (stage, input)
+    auto waitFrom = Clock::now();
+    for (int src = 0; src < w; ++src) {
+      std::vector<WireSpec> specs = payloadSpec(src, w, info.length);
+      if (specs.empty()) continue;
+      c10::Device device = wireDevice(w) == c10::Device(c10::kCPU) ? devices_[firstStageOf(w)] : wireDevice(w);
+      std::vector<at::Tensor> got = channels_->recv(w, src, specs, device);
+      size_t k = 0;
+      if (sendsIds(src, w)) ids = got[k++];
+      for (const Edge& e : edges_)
+        if (stageWorker_[e.producer] == src && stageWorker_[e.consumer] == w) received[{e.consumer, e.input}] = got.at(k++);
+    }
+    trace_.add("receive step values", "transfer", 1000 + w, waitFrom, Clock::now());
+    std::map<int, std::vector<at::Tensor>> outgoing;  // dst worker -> values, in payloadSpec's order
+    for (int dst : otherWorkers(w))
+      if (sendsIds(w, dst)) outgoing[dst].push_back(ids);
     auto& slotState = state_.at(info.slot);
     for (uint32_t s = 0; s < P_; ++s) {
       if (stageWorker_[s] != w) continue;
@@ -398,7 +462,7 @@ class Generation {
         else if (stageWorker_[in.source.stage] == w)
           args.emplace_back(values.at({in.source.stage, in.source.output}).to(devices_[s]));
         else
-          args.emplace_back(received.at({s, k}));
+          args.emplace_back(received.at({s, k}).to(devices_[s]));
       }
       if (info.flags & kReset) {
         programs_[s]->resetState(slotState[s]);
@@ -412,9 +476,22 @@ class Generation {
                  "compute", static_cast<int>(s), begin, end);
       for (uint32_t o = 0; o < out.size(); ++o) values[{s, o}] = out[o].toTensor();
       for (const Edge& e : edges_)
-        if (e.producer == s) channels_->send(w, stageWorker_[e.consumer], values.at({s, e.output}), shapeOf(e));
+        if (e.producer == s) outgoing[stageWorker_[e.consumer]].push_back(values.at({s, e.output}));
       if (s == program_.logitsStage) sample(w, info, values.at({s, program_.logitsOutput}));
     }
+    for (auto& [dst, vals] : outgoing) {
+      if (dist_ && !dist_->nccl())
+        for (auto& t : vals) t = t.to(at::kCPU);
+      auto sendFrom = Clock::now();
+      channels_->send(w, dst, vals);
+      trace_.add("send step values", "transfer", 1000 + w, sendFrom, Clock::now());
+    }
+  }
+
+  uint32_t firstStageOf(int w) const {
+    for (uint32_t s = 0; s < P_; ++s)
+      if (stageWorker_[s] == w) return s;
+    return 0;
   }
 
   void sample(int w, const StepInfo& info, const at::Tensor& logits) {
@@ -430,7 +507,7 @@ class Generation {
       std::lock_guard<std::mutex> lk(localMu_);
       localTokens_[info.index] = tokens;
     } else {
-      channels_->send(w, scheduler(), tokens.to(wireDevice(w)), tokensShape());
+      channels_->send(w, scheduler(), {tokens.to(wireDevice(w))});
     }
   }
 
@@ -468,10 +545,6 @@ class Generation {
     return info;
   }
 
-  struct Edge {
-    uint32_t producer, output, consumer, input;
-  };
-  DistContext::Shape shapeOf(const Edge& e) const { return DistContext::shapeOf(m_.stages[e.producer].outputs[e.output].tensor); }
 
   // ---- report ---------------------------------------------------------------
 
@@ -571,6 +644,7 @@ GenerateReport runGeneration(const GenerateOptions& o) {
   if (o.maxNewTokens < 1) throw Error(ErrorKind::Usage, "", "--max-new-tokens", "must be at least 1");
   SplitDirectory split = openSplitDirectory(o.session.dir, o.session.expectManifestSha256);
   if (split.manifest.stages.empty()) throw Error(ErrorKind::InvalidInput, o.session.dir, "manifest", "lists no stages");
+  keepFreedHostMemory();  // every step allocates and frees the same activation-sized blocks
   return Generation(o, std::move(split)).run();
 }
 

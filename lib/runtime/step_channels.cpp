@@ -7,22 +7,38 @@
 
 namespace pipecut::runtime {
 
-void LocalStepChannels::send(int self, int dst, const at::Tensor& t, const DistContext::Shape&) {
+namespace {
+
+constexpr int64_t kAlign = 64;
+
+int64_t bytesOf(const WireSpec& s) {
+  int64_t n = 1;
+  for (int64_t d : s.sizes) n *= d;
+  return n * static_cast<int64_t>(c10::elementSize(s.dtype));
+}
+
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+void LocalStepChannels::send(int self, int dst, const std::vector<at::Tensor>& values) {
   std::lock_guard<std::mutex> lk(mu_);
   if (aborted_) throw Aborted();
-  queues_[{self, dst}].push_back(t);
+  queues_[{self, dst}].push_back(values);
   cv_.notify_all();
 }
 
-at::Tensor LocalStepChannels::recv(int self, int src, const DistContext::Shape&, c10::Device device) {
+std::vector<at::Tensor> LocalStepChannels::recv(int self, int src, const std::vector<WireSpec>&, c10::Device device) {
   std::unique_lock<std::mutex> lk(mu_);
   auto& q = queues_[{src, self}];
   cv_.wait(lk, [&] { return aborted_ || !q.empty(); });
   if (aborted_) throw Aborted();
-  at::Tensor t = std::move(q.front());
+  std::vector<at::Tensor> values = std::move(q.front());
   q.pop_front();
   lk.unlock();
-  return t.device() == device ? t : t.to(device);
+  for (auto& t : values)
+    if (t.device() != device) t = t.to(device);
+  return values;
 }
 
 void LocalStepChannels::abort() {
@@ -31,16 +47,36 @@ void LocalStepChannels::abort() {
   cv_.notify_all();
 }
 
-void CommStepChannels::send(int, int dst, const at::Tensor& t, const DistContext::Shape& shape) {
+void CommStepChannels::send(int, int dst, const std::vector<at::Tensor>& values) {
   // Gloo carries host tensors, NCCL device ones (its send waits for the
-  // tensor's stream: this thread made it on the current one).
-  at::Tensor wire = dist_.nccl() || !t.is_cuda() ? t : t.to(at::kCPU);
-  dist_.send(wire, dst, 0, shape);
+  // current stream, on which this thread made them).
+  const c10::Device device = dist_.nccl() && !values.empty() ? values[0].device() : c10::Device(c10::kCPU);
+  int64_t total = 0;
+  for (const auto& t : values) total += aligned(static_cast<int64_t>(t.nbytes()));
+  at::Tensor packed = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+  int64_t offset = 0;
+  for (const auto& t : values) {
+    const int64_t n = static_cast<int64_t>(t.nbytes());
+    if (n > 0) packed.narrow(0, offset, n).copy_(t.contiguous().view({-1}).view(at::kByte));
+    offset += aligned(n);
+  }
+  dist_.send(packed, dst, 0, DistContext::Shape{{total}, at::kByte, true});
 }
 
-at::Tensor CommStepChannels::recv(int, int src, const DistContext::Shape& shape, c10::Device device) {
-  at::Tensor t = dist_.recv(src, 0, device, shape);
-  return t.device() == device ? t : t.to(device);
+std::vector<at::Tensor> CommStepChannels::recv(int, int src, const std::vector<WireSpec>& specs, c10::Device device) {
+  int64_t total = 0;
+  for (const auto& s : specs) total += aligned(bytesOf(s));
+  const c10::Device where = dist_.nccl() ? device : c10::Device(c10::kCPU);
+  at::Tensor packed = dist_.recv(src, 0, where, DistContext::Shape{{total}, at::kByte, true});
+  std::vector<at::Tensor> out;
+  int64_t offset = 0;
+  for (const auto& s : specs) {
+    const int64_t n = bytesOf(s);
+    at::Tensor t = packed.narrow(0, offset, n).view(s.dtype).view(s.sizes);
+    out.push_back(t.device() == device ? t : t.to(device));
+    offset += aligned(n);
+  }
+  return out;
 }
 
 }  // namespace pipecut::runtime

@@ -199,6 +199,10 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
           ->check(realIn(0, 1, true, false, "a number in (0, 1]")),
       genGroup->add_option("--slots", g.slots, "sequence groups in flight, one exported batch each (default: one per stage)")
           ->check(atLeast(1)),
+      genGroup->add_option("--prefill-chunk", g.prefillChunk,
+                           "most prompt tokens per step (default: as many as the program takes); smaller chunks "
+                           "interleave prefill with the other slots' decoding, fewer bubbles")
+          ->check(atLeast(1)),
       genGroup->add_option("--check-tokens", g.checkTokensPath,
                            "reference tokens (JSON lines as --output writes them); exit 4 at the first that differs")};
   for (auto* opt : genOnly) opt->needs(generate);
