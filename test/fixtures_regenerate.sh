@@ -13,3 +13,10 @@ for f in "$out"/*.pt2; do
 done
 # Generated here, checked here: bit for bit.
 "$py" "$src/scripts/check_pt2.py" --exact "${args[@]}"
+# The generation fixtures: the exported decode programs looped in PyTorch give
+# transformers' generate's greedy tokens (checked by the script), and the
+# tokens the committed files hold.
+"$py" "$src/scripts/fixtures/generation.py" --out "$out/generate"
+for f in "$src"/testdata/generate/*.greedy.jsonl; do
+  cmp "$f" "$out/generate/$(basename "$f")" || { echo "$(basename "$f"): regenerated tokens differ from the committed ones"; exit 1; }
+done
