@@ -8,7 +8,8 @@
 # over Gloo with CUDA tensors, both ranks on cuda:0, on a one-GPU machine;
 # and stages split across devices in one process (--devices cuda:0,cpu).
 # Then training (pipecut-run --train) against the eager references, in one
-# process and in two.
+# process and in two; generation (--generate) against the CPU's greedy tokens,
+# and its tokens/s against transformers' generate on the GPU.
 # With --device cpu the 2-process runs use --backend gloo-strict on the CPU.
 #
 #   scripts/gpu_check.sh                 # on the GPU machine
@@ -166,6 +167,41 @@ print(json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']['optimi
     fi
   done
 done
+# Generation (pipecut-run --generate) on the KV-cache fixtures: greedy tokens
+# as the CPU references (testdata/generate/*.greedy.jsonl), 2 stages on the
+# device in one process and in the two-process setup above; then tokens/s
+# against transformers' generate on the same device (bench/generate.py).
+gen=$root/testdata/generate
+echo '{"split_points": {"model.model.layers.2": "BEGINNING"}}' >"$work/gen.two.json"
+for model in llama_kv llama_kv_chunk qwen2_kv; do
+  split=$work/generate/$model.two eos=()
+  [[ $model == qwen2_kv ]] && eos=(--eos 2)
+  "$pipecut" split "$gen/$model.pt2" --spec "$work/gen.two.json" -o "$split" -q >/dev/null ||
+    { log "split $model failed"; fail=$((fail+1)); continue; }
+  tag=$out/generate.$model
+  if "$run" "$split" --generate --devices "$device" --prompts "$gen/prompts.jsonl" --max-new-tokens 12 "${eos[@]}" \
+       --check-tokens "$gen/$model.greedy.jsonl" --json -q >"$tag.json" 2>"$tag.err"; then
+    pass=$((pass+1)); log "generate $model on $device: tokens as the CPU reference"
+  else
+    fail=$((fail+1)); log "generate $model on $device: FAILED"; tail -3 "$tag.err"
+  fi
+  port=$((port + 1)) pids=() rc=0
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$run" "$split" --generate "${two[@]}" --prompts "$gen/prompts.jsonl" --max-new-tokens 12 "${eos[@]}" \
+      --check-tokens "$gen/$model.greedy.jsonl" --json -q --timeout 120 >"$tag.rank$r.json" 2>"$tag.rank$r.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  if [[ $rc -eq 0 ]]; then pass=$((pass+1)); log "generate $model, 2 processes ($two_name): tokens as the CPU reference"
+  else fail=$((fail+1)); log "generate $model, 2 processes ($two_name): FAILED (exit $rc)"; tail -3 "$tag".rank*.err; fi
+done
+if [[ $device == cuda* ]]; then
+  "$py" "$root/bench/generate.py" --device "$device" --rounds 2 --pipecut "$pipecut" --pipecut-run "$run" \
+    --rows 16 --hidden 1024 --intermediate 2816 --heads 16 --kv-heads 4 --vocab 8192 --prompts 96 \
+    >"$out/bench_generate.log" 2>&1 || log "bench/generate.py on $device failed"
+  grep -A12 "^medians" "$out/bench_generate.log" | tee -a "$out/gpu_check.log"
+fi
 # A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
 "$run" "$work/splits/llama_tiny.4" --devices "$device" -m 8 --random-inputs --int-high 256 --warmup 5 --iterations 50 \
   --trace "$out/llama_tiny.4.trace.json" -q | tee -a "$out/gpu_check.log"
