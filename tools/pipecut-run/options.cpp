@@ -108,8 +108,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
                "let --output, --trace, --profile and --save-checkpoint replace what pipecut did not write (never an "
                "input, the directory holding one, /, the current or the home directory)");
   auto* stageFormatOpt = app.add_option("--stage-format", stageFormat,
-                                        "which stage files run: torchscript (.pt) or pt2 (.pt2 through LibTorch's NativeRT; "
-                                        "CPU, inference)")
+                                        "which stage files run: torchscript (.pt), pt2 (.pt2 through LibTorch's NativeRT; "
+                                        "CPU, inference) or aoti (AOTInductor packages from pipecut compile; CPU and "
+                                        "CUDA, inference)")
                              ->capture_default_str();
 
   // Where a forward pass's inputs come from (runtime::InputOptions): inference and --profile.
@@ -227,6 +228,19 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   (void)trace;
 
   try {
+    // CLI11 2.1 takes an empty argument it reads as a positional for the
+    // name of an option group (they have none) and parses forever (found by
+    // the run_options fuzzer: `pipecut-run DIR "" -q x`). An empty argument
+    // is only ever an option's value.
+    for (int i = 1; i < argc; ++i) {
+      if (argv[i][0] != '\0') continue;
+      const std::string prev = i > 1 ? argv[i - 1] : "";
+      const CLI::Option* opt = prev.size() > 1 && prev[0] == '-' && prev.find('=') == std::string::npos
+                                   ? app.get_option_no_throw(prev)
+                                   : nullptr;
+      if (!opt || opt->get_expected_max() == 0)
+        throw CLI::ValidationError("argument " + std::to_string(i), "is empty, and not the value of an option");
+    }
     app.parse(argc, argv);
     // A path given as "" names nothing: a usage error, not a directory "".
     const std::pair<const char*, const std::string*> paths[] = {
@@ -237,7 +251,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     for (const auto& [name, value] : paths)
       if (app.get_option(name)->count() && value->empty()) throw CLI::ValidationError(name, "expected a path, got an empty one");
     auto format = runtime::parseStageFormat(stageFormat);
-    if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript or pt2");
+    if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript, pt2 or aoti");
     s.stageFormat = *format;
     s.devices.clear();
     for (size_t start = 0;;) {
