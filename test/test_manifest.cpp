@@ -39,9 +39,13 @@ static bool operator==(const StageInput& a, const StageInput& b) {
 static bool operator==(const StageOutput& a, const StageOutput& b) {
   return a.name == b.name && a.tensor == b.tensor && a.consumers == b.consumers;
 }
+static bool operator==(const CompiledPackage& a, const CompiledPackage& b) {
+  return std::tie(a.device, a.torchVersion, a.source, a.sourceXxh3_128, a.options, a.key) ==
+         std::tie(b.device, b.torchVersion, b.source, b.sourceXxh3_128, b.options, b.key);
+}
 static bool operator==(const StageFile& a, const StageFile& b) {
-  return std::tie(a.path, a.format, a.sha256, a.bytes, a.gradRegionsInlined, a.xxh3_128) ==
-         std::tie(b.path, b.format, b.sha256, b.bytes, b.gradRegionsInlined, b.xxh3_128);
+  return std::tie(a.path, a.format, a.sha256, a.bytes, a.gradRegionsInlined, a.xxh3_128, a.compiled) ==
+         std::tie(b.path, b.format, b.sha256, b.bytes, b.gradRegionsInlined, b.xxh3_128, b.compiled);
 }
 static bool operator==(const pipecut::MissingFile& a, const pipecut::MissingFile& b) {
   return a.format == b.format && a.reason == b.reason;
@@ -151,6 +155,9 @@ Manifest fullManifest() {
   s0.index = 0;
   s0.files.push_back({"stage_000.pt", "torchscript", std::string(64, 'a'), 12345, false, std::string(32, 'e')});
   s0.files.push_back({"stage_000.pt2", "pt2", std::string(64, 'b'), 9007199254740993ull});  // > 2^53
+  s0.files.push_back({"stage_000.aoti-cpu.pt2", "aoti", "", 4096, false, std::string(32, '1'),
+                      pipecut::CompiledPackage{"cpu", "2.11.0+cpu", "stage_000.pt2", std::string(32, '2'),
+                                               R"({"cpp.dynamic_threads":true})", std::string(64, '3')}});
   s0.inputs.push_back({"x", tensor("float32", {{0, "s77"}, {16, ""}}), fromUser(0)});
   s0.outputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), {toStage(1, 0), toStage(1, 1)}});
   s0.parameters.push_back({"fc1.weight", "parameter", 2048});
@@ -452,6 +459,42 @@ TEST_CASE("malformed manifests are rejected naming the file and field", "[manife
                                 "m.json");
     });
     CHECK(e.where() == "inputs[0].tensor.shape[1]");
+  }
+}
+
+TEST_CASE("a compiled package's record: for format aoti only, from this stage's .pt2, one per device", "[manifest]") {
+  auto refused = [](const Manifest& m, const std::string& where, const std::string& text) {
+    pipecut::Error e = expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"); });
+    CHECK(e.where() == where);
+    CHECK_THAT(e.what(), Catch::Contains(text));
+  };
+  Manifest m = fullManifest();
+  CHECK(pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb") == m);
+  SECTION("an aoti file without its record") {
+    m.stages[0].files[2].compiled.reset();
+    refused(m, "stages[0].files[2].compiled", "missing: an aoti package records what it was compiled from");
+  }
+  SECTION("a record on another format") {
+    m.stages[0].files[1].compiled = m.stages[0].files[2].compiled;
+    refused(m, "stages[0].files[1].compiled", "is for format aoti only");
+  }
+  SECTION("an unknown device") {
+    m.stages[0].files[2].compiled->device = "tpu";
+    refused(m, "stages[0].files[2].compiled.device", "unknown device 'tpu' (cpu, cuda)");
+  }
+  SECTION("a key that is not a SHA-256") {
+    m.stages[0].files[2].compiled->key = "abc";
+    refused(m, "stages[0].files[2].compiled.key", "expected 64 lowercase hex digits");
+  }
+  SECTION("compiled from another stage's file") {
+    m.stages[0].files[2].compiled->source = "stage_001.pt";
+    refused(m, "stages[0].files[2].compiled.source", "'stage_001.pt' is not a .pt2 file of this stage");
+  }
+  SECTION("two packages for one device") {
+    pipecut::StageFile again = m.stages[0].files[2];
+    again.path = "stage_000.again.pt2";
+    m.stages[0].files.push_back(again);
+    refused(m, "stages[0].files[3].compiled.device", "a second package for cpu");
   }
 }
 

@@ -50,9 +50,19 @@ struct StageOutput {
   std::vector<Consumer> consumers;
 };
 
+// An AOTInductor package's origin (proto CompiledPackage; driver/compile.h).
+struct CompiledPackage {
+  std::string device;        // "cpu" or "cuda"
+  std::string torchVersion;  // of the compiling torch, e.g. "2.11.0+cpu"
+  std::string source;        // the stage's .pt2 it was compiled from
+  std::string sourceXxh3_128;
+  std::string options;       // Inductor configuration, canonical JSON
+  std::string key;           // content address, 64 lowercase hex digits
+};
+
 struct StageFile {
   std::string path;          // relative to the manifest's directory
-  std::string format;        // "torchscript" or "pt2"
+  std::string format;        // "torchscript", "pt2" or "aoti"
   std::string sha256;        // lowercase hex; empty unless split --sha256 (then both are set)
   uint64_t bytes = 0;
   // A .pt2 written by `split --inline-grad-regions`, for NativeRT: its
@@ -63,6 +73,7 @@ struct StageFile {
   // recorded it (those have sha256 only). What pipecut verify and
   // pipecut-run check by default: support/digest.h says why both are there.
   std::string xxh3_128;
+  std::optional<CompiledPackage> compiled;  // format "aoti" only
 };
 
 // A format a stage lacks because that format cannot express it; the split

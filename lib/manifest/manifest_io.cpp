@@ -84,6 +84,15 @@ void toProto(const Stage& s, pb::Stage* out) {
     file->set_bytes(f.bytes);
     file->set_grad_regions_inlined(f.gradRegionsInlined);
     file->set_xxh3_128(f.xxh3_128);
+    if (f.compiled) {
+      pb::CompiledPackage* c = file->mutable_compiled();
+      c->set_device(f.compiled->device);
+      c->set_torch_version(f.compiled->torchVersion);
+      c->set_source(f.compiled->source);
+      c->set_source_xxh3_128(f.compiled->sourceXxh3_128);
+      c->set_options(f.compiled->options);
+      c->set_key(f.compiled->key);
+    }
   }
   for (const StageInput& in : s.inputs) {
     pb::StageInput* input = out->add_inputs();
@@ -275,8 +284,14 @@ UserValue fromProto(const pb::UserValue& v, const std::string& path) {
 Stage fromProto(const pb::Stage& s, const std::string& path) {
   Stage out;
   out.index = s.index();
-  for (const pb::StageFile& f : s.files())
-    out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes(), f.grad_regions_inlined(), f.xxh3_128()});
+  for (const pb::StageFile& f : s.files()) {
+    out.files.push_back({f.path(), f.format(), f.sha256(), f.bytes(), f.grad_regions_inlined(), f.xxh3_128(), std::nullopt});
+    if (f.has_compiled()) {
+      const pb::CompiledPackage& c = f.compiled();
+      out.files.back().compiled =
+          CompiledPackage{c.device(), c.torch_version(), c.source(), c.source_xxh3_128(), c.options(), c.key()};
+    }
+  }
   for (int i = 0; i < s.inputs_size(); ++i) {
     const pb::StageInput& in = s.inputs(i);
     std::string at = indexed(path, "inputs", i);
@@ -417,13 +432,22 @@ void checkFile(const StageFile& f, const std::string& path) {
   if (f.path.empty() || f.path == "." || f.path == ".." || f.path.find('/') != std::string::npos ||
       f.path.find('\0') != std::string::npos || f.path == "manifest.json" || f.path == "manifest.pb")
     invalidInput(path + ".path", "'" + f.path + "' is not a stage file name");
-  if (f.format != "torchscript" && f.format != "pt2")
-    invalidInput(path + ".format", "unknown format '" + f.format + "' (torchscript, pt2)");
+  if (f.format != "torchscript" && f.format != "pt2" && f.format != "aoti")
+    invalidInput(path + ".format", "unknown format '" + f.format + "' (torchscript, pt2, aoti)");
   auto hex = [](const std::string& s, size_t digits) {
     bool ok = s.size() == digits;
     for (char c : s) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     return ok;
   };
+  if ((f.format == "aoti") != f.compiled.has_value())
+    invalidInput(path + ".compiled", f.compiled ? "is for format aoti only" : "missing: an aoti package records what it was compiled from");
+  if (f.compiled) {
+    const CompiledPackage& c = *f.compiled;
+    if (c.device != "cpu" && c.device != "cuda") invalidInput(path + ".compiled.device", "unknown device '" + c.device + "' (cpu, cuda)");
+    if (c.torchVersion.empty()) invalidInput(path + ".compiled.torch_version", "missing");
+    if (!hex(c.key, 64)) invalidInput(path + ".compiled.key", "expected 64 lowercase hex digits");
+    if (!hex(c.sourceXxh3_128, 32)) invalidInput(path + ".compiled.source_xxh3_128", "expected 32 lowercase hex digits");
+  }
   // Either digest may be absent (sha256 unless split --sha256; xxh3_128 in
   // manifests from before it was recorded), not both.
   if (f.sha256.empty() && f.xxh3_128.empty()) invalidInput(path, "no digest: expected sha256 or xxh3_128");
@@ -484,6 +508,16 @@ void checkReferences(const Manifest& m) {
       checkFile(stage.files[k], indexed(at, "files", k));
       if (!files.insert(stage.files[k].path).second)
         invalidInput(indexed(at, "files", k) + ".path", "'" + stage.files[k].path + "' is listed twice");
+      if (const auto& c = stage.files[k].compiled) {
+        // Compiled from this stage's own .pt2, once per device kind.
+        bool fromPt2 = false;
+        for (const StageFile& f : stage.files) fromPt2 = fromPt2 || (f.path == c->source && f.format == "pt2");
+        if (!fromPt2)
+          invalidInput(indexed(at, "files", k) + ".compiled.source", "'" + c->source + "' is not a .pt2 file of this stage");
+        for (size_t j = 0; j < k; ++j)
+          if (stage.files[j].compiled && stage.files[j].compiled->device == c->device)
+            invalidInput(indexed(at, "files", k) + ".compiled.device", "a second package for " + c->device);
+      }
     }
     for (size_t i = 0; i < stage.inputs.size(); ++i) {
       const StageInput& in = stage.inputs[i];

@@ -1,22 +1,39 @@
 #include "runtime/stage_program.h"
 
+#include <ATen/Parallel.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/nativert/ModelRunnerHandle.h>
+
+#include "emit/libtorch_version.h"
 
 #include "runtime/stage_failure.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
 
-const StageFile& stageFileOf(const Stage& st, StageFormat f) {
+const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device) {
+  const std::string stage = "stage " + std::to_string(st.index);
+  if (f == StageFormat::Aoti) {
+    const std::string kind = device.is_cuda() ? "cuda" : "cpu";
+    std::string others;
+    for (const auto& file : st.files)
+      if (file.compiled) {
+        if (file.compiled->device == kind) return file;
+        others += (others.empty() ? "" : ", ") + file.compiled->device;
+      }
+    throw Error(ErrorKind::InvalidInput, "", stage,
+                "has no AOTInductor package for " + kind +
+                    (others.empty() ? "" : " (only for " + others + ")") + "; run pipecut compile DIR --device " + kind);
+  }
   for (const auto& file : st.files)
     if (file.format == stageFormatName(f)) return file;
   for (const auto& missing : st.missing)
     if (missing.format == stageFormatName(f))
-      throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(st.index),
+      throw Error(ErrorKind::InvalidInput, "", stage,
                   std::string("has no ") + (f == StageFormat::Pt2 ? ".pt2" : "TorchScript (.pt)") +
                       " file, the format cannot express it (" + missing.reason + ")" +
                       (f == StageFormat::TorchScript ? "; run its .pt2 with --stage-format pt2" : ""));
-  throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(st.index),
+  throw Error(ErrorKind::InvalidInput, "", stage,
               f == StageFormat::Pt2 ? "has no .pt2 file; split with --format pt2 (or both)"
                                     : "has no TorchScript (.pt) file; split with --format torchscript");
 }
@@ -27,7 +44,8 @@ StageProgram& StageProgram::operator=(StageProgram&&) noexcept = default;
 StageProgram::~StageProgram() = default;
 
 StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device) {
-  const std::string path = dir + "/" + stageFileOf(st, f).path;
+  const StageFile& file = stageFileOf(st, f, device);
+  const std::string path = dir + "/" + file.path;
   StageProgram p;
   p.format_ = f;
   p.stage_ = st.index;
@@ -35,8 +53,16 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
     throw Error(ErrorKind::InvalidInput, path, "",
                 "a .pt2 stage runs on the CPU (NativeRT here places no weights on " + device.str() +
                     "); use --stage-format torchscript for GPU stages");
+  if (file.compiled && emit::publicVersion(file.compiled->torchVersion) != emit::libtorchVersion())
+    throw Error(ErrorKind::InvalidInput, path, "stage " + std::to_string(st.index),
+                "was compiled by torch " + file.compiled->torchVersion + ", this pipecut-run links LibTorch " +
+                    emit::libtorchVersion() + "; compile it again (pipecut compile)");
   try {
-    if (f == StageFormat::TorchScript) {
+    if (f == StageFormat::Aoti) {
+      // One runner: each stage's calls come from one thread at a time.
+      p.aoti_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+          path, "model", false, 1, device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
+    } else if (f == StageFormat::TorchScript) {
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
     } else {
@@ -45,10 +71,13 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
     }
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::InvalidInput, path, "",
-                std::string(f == StageFormat::Pt2 ? "NativeRT cannot load it: " : "cannot load: ") +
+                std::string(f == StageFormat::Pt2 ? "NativeRT cannot load it: "
+                            : f == StageFormat::Aoti ? "AOTInductor cannot load it: "
+                                                     : "cannot load: ") +
                     firstLine(e.what_without_backtrace()));
-  } catch (const std::exception& e) {  // NativeRT also throws std::runtime_error
-    throw Error(ErrorKind::InvalidInput, path, "", std::string("NativeRT cannot load it: ") + firstLine(e.what()));
+  } catch (const std::exception& e) {  // NativeRT and AOTInductor also throw std::runtime_error
+    throw Error(ErrorKind::InvalidInput, path, "",
+                std::string(f == StageFormat::Aoti ? "AOTInductor" : "NativeRT") + " cannot load it: " + firstLine(e.what()));
   }
   p.stateful_ = !st.state.empty();
   if (p.module_)
@@ -112,6 +141,22 @@ std::vector<c10::IValue> StageProgram::run(std::vector<c10::IValue> args) {
   };
   try {
     if (nativert_) return nativert_->runWithFlatInputsAndOutputs(std::move(args));
+    if (aoti_) {
+      // A CPU package's kernels take OpenMP's thread count of the calling
+      // thread (pipecut compile builds them with cpp.dynamic_threads): this
+      // stage thread's, as the thread policy set it.
+      at::init_num_threads();
+      std::vector<at::Tensor> inputs;
+      inputs.reserve(args.size());
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (!args[i].isTensor())
+          throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(stage_) + " input " + std::to_string(i),
+                      "is a " + args[i].tagKind() + "; an AOTInductor package takes tensors");
+        inputs.push_back(std::move(args[i]).toTensor());
+      }
+      std::vector<at::Tensor> outs = aoti_->boxed_run(std::move(inputs));
+      return std::vector<c10::IValue>(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));
+    }
     c10::IValue out = module_->forward(args);
     const auto& elements = out.toTupleRef().elements();
     return std::vector<c10::IValue>(elements.begin(), elements.end());

@@ -1,6 +1,9 @@
 #pragma once
 // What runs one stage's forward: its TorchScript module (`.pt`, the default),
-// or its `.pt2` run by LibTorch's NativeRT (`pipecut-run --stage-format pt2`).
+// its `.pt2` run by LibTorch's NativeRT (`pipecut-run --stage-format pt2`),
+// or its AOTInductor package (`--stage-format aoti`, made by pipecut
+// compile): compiled kernels, CPU or CUDA, inference only, the one format of
+// the three not built on TorchScript's deprecated executor that runs on GPUs.
 // NativeRT is LibTorch's own executor for exported programs: it runs what
 // TorchScript cannot express (higher-order ops the emitter refuses), needs no
 // TorchScript at all, and is inference only (no autograd: training and the
@@ -19,12 +22,16 @@
 namespace torch::nativert {
 class ModelRunnerHandle;
 }
+namespace torch::inductor {
+class AOTIModelPackageLoader;
+}
 
 namespace pipecut::runtime {
 
-// The stage's file of that format. Throws pipecut::Error (InvalidInput) naming
-// the stage when the split did not write one.
-const StageFile& stageFileOf(const Stage& st, StageFormat f);
+// The stage's file of that format (aoti: the package for `device`'s kind).
+// Throws pipecut::Error (InvalidInput) naming the stage when the split did not
+// write one (or pipecut compile did not compile one for that device).
+const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device = c10::kCPU);
 
 class StageProgram {
  public:
@@ -35,8 +42,9 @@ class StageProgram {
 
   // Loads DIR/<the stage's file of format f> for `device`. Throws
   // pipecut::Error (InvalidInput) naming the file when LibTorch cannot load
-  // it (NativeRT: an operator or higher-order op it does not know), or when a
-  // .pt2 stage is placed on anything but the CPU.
+  // it (NativeRT: an operator or higher-order op it does not know), when a
+  // .pt2 stage is placed on anything but the CPU, and when a package was
+  // compiled by a torch other than the LibTorch this binary links.
   static StageProgram load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device);
 
   StageFormat format() const { return format_; }
@@ -54,7 +62,7 @@ class StageProgram {
   // call. A .pt2 stage through NativeRT holds its state inside and takes
   // none: hasOwnStateOnly().
   size_t stateCount() const { return initialState_.size(); }
-  bool hasOwnStateOnly() const { return nativert_ && stateful_; }
+  bool hasOwnStateOnly() const { return (nativert_ || aoti_) && stateful_; }
   // A fresh set, at the manifest's initial values, on the stage's device.
   std::vector<at::Tensor> newState() const;
   // Zeroes or restores `state` to the initial values in place (a slot's next sequence).
@@ -69,6 +77,7 @@ class StageProgram {
   uint32_t stage_ = 0;
   std::optional<torch::jit::Module> module_;
   std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> aoti_;
   bool stateful_ = false;
   std::vector<at::Tensor> initialState_;  // the module's attributes of the manifest's state names
   std::vector<bool> zeros_;               // initial "zeros"

@@ -50,6 +50,20 @@ struct VerifyOptions {
 };
 int runVerify(const VerifyOptions& o);
 
+struct CompileOptions {
+  std::string dir;
+  std::string device = "cpu";
+  unsigned jobs = 0;
+  std::string python;
+  std::string cache;
+  bool noCache = false;
+  bool quiet = false;
+  bool json = false;
+  bool verbose = false;
+  std::string inductorConfig;
+};
+int runCompile(const CompileOptions& o);
+
 struct MergeOptions {
   std::string checkpoint;
   std::string output;

@@ -86,6 +86,28 @@ int main(int argc, char** argv) {
                   "implies --sha256")
       ->check([](const std::string& v) { return isSha256Hex(v) ? std::string() : "expected 64 hex digits"; });
 
+  cli::CompileOptions compile;
+  auto* cmp = app.add_subcommand("compile", "Compile every .pt2 stage of a split into an AOTInductor package "
+                                            "(pipecut-run --stage-format aoti); needs Python with torch, the one step that does");
+  cmp->add_option("dir", compile.dir, "the directory written by pipecut split (updated in one step)")->required();
+  cmp->add_option("--device", compile.device, "what the packages run on: cpu or cuda (compiled and tuned on this machine's GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmp->add_option("-j,--jobs", compile.jobs, "stages compiled at once (default: as cores and memory allow)")
+      ->check(CLI::Range(1u, 1024u));
+  cmp->add_option("--python", compile.python,
+                  "the Python whose torch compiles (default: $PIPECUT_PYTHON, then the setup venv); its torch must be "
+                  "the LibTorch pipecut links");
+  cmp->add_option("--cache", compile.cache,
+                  "where packages are kept by content, so an unchanged stage is never compiled twice (default: "
+                  "$PIPECUT_CACHE_DIR/compiled, $XDG_CACHE_HOME/pipecut/compiled or ~/.cache/pipecut/compiled)");
+  cmp->add_flag("--no-cache", compile.noCache, "neither read nor fill the cache")->excludes("--cache");
+  cmp->add_flag("-q,--quiet", compile.quiet, "no progress line or summary");
+  cmp->add_flag("--json", compile.json, "print the result as JSON");
+  cmp->add_flag("--verbose", compile.verbose, "show the compiler's own output");
+  cmp->add_option("--inductor-config", compile.inductorConfig,
+                  "Inductor settings as a JSON object over pipecut's defaults (e.g. '{\"freezing\": true}'); "
+                  "recorded in the manifest and part of each package's key");
+
   cli::MergeOptions merge;
   auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "
                                           "safetensors state dict: every model tensor under its FQN, tied names included");
@@ -122,6 +144,7 @@ int main(int argc, char** argv) {
     if (spl->parsed()) return cli::runSplit(split);
     if (ver->parsed()) return cli::runVerify(verify);
     if (mrg->parsed()) return cli::runMerge(merge);
+    if (cmp->parsed()) return cli::runCompile(compile);
   } catch (...) {
     return support::exitStatusFor(std::current_exception(), "pipecut");
   }

@@ -1,0 +1,75 @@
+#pragma once
+// `pipecut compile` as a library call: every .pt2 stage of a split compiled
+// by AOTInductor into a package (kernels and weights in one file) that
+// pipecut-run --stage-format aoti runs through LibTorch, with no Python.
+//
+// Compiling is the one step that needs Python with torch: the user's, found
+// from `python`, then $PIPECUT_PYTHON, then the setup venv
+// ($PIPECUT_VENV, else ~/.cache/pipecut/venv-torch-<LibTorch's version>),
+// and refused (InvalidInput) when its torch is not the LibTorch this binary
+// links: a package runs only under the torch that compiled it.
+//
+// One package per stage (not one package of every stage): stages compile in
+// parallel, one changed stage recompiles alone, and a rank reads only its
+// own stage's bytes (tied weights are already one copy per stage in the split).
+//
+// Content-addressed: a package's key is the SHA-256 of what determines it
+// (the stage .pt2's SHA-256, the device, the torch version, the options, this
+// compile script). A stage whose recorded package has the same key and
+// still matches its digest is kept; else the cache (`cacheDir`, one
+// `<key>.pt2` per package) provides it; else it is compiled and put in the
+// cache. So a CI job that splits afresh every time compiles once.
+//
+// The split directory is replaced in one step (support/staging.h): readers
+// see the old directory or the new one, never a package without its manifest
+// entry. Unchanged files are hard links into the new directory, not copies.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pipecut::driver {
+
+struct CompileRequest {
+  std::string dir;               // a split directory with .pt2 stages
+  std::string device = "cpu";    // "cpu" or "cuda"
+  unsigned jobs = 0;             // packages compiled at once; 0: as cores and memory allow
+  std::string python;            // --python; "" to search (above)
+  std::string cacheDir;          // "" for the default (defaultCompileCache); see useCache
+  bool useCache = true;
+  bool progress = false;         // a progress line on stderr
+  bool verbose = false;          // the compiler's own output on stderr
+  // Inductor configuration (a JSON object) over pipecut's defaults
+  // ({"cpp.dynamic_threads": true} on the CPU); part of the key and the record.
+  std::string inductorConfig;
+};
+
+struct CompiledStage {
+  uint32_t stage = 0;
+  std::string path;              // the package, relative to the directory
+  std::string how;               // "compiled", "kept" (already in the directory) or "cached"
+  double compileSeconds = 0;     // compiled: this run's; cached: when it was compiled; kept: 0
+  uint64_t bytes = 0;
+  std::string key;
+};
+
+struct CompileResult {
+  std::vector<CompiledStage> stages;
+  std::string python;            // the interpreter used ("" when nothing needed compiling)
+  std::string torchVersion;      // its torch.__version__
+  std::string manifestSha256;    // of the new manifest.pb
+  double seconds = 0;            // wall time of the whole command
+};
+
+// Throws pipecut::Error: InvalidInput (exit 2) naming the directory, the
+// stage or the interpreter for a directory that is not a split, a stage
+// without a .pt2, no usable Python, a torch of another version, or a stage
+// AOTInductor cannot compile (its error); Environment (exit 6) for a cuda
+// compile where that Python sees no GPU, and for what the OS refuses.
+CompileResult compileDirectory(const CompileRequest& request);
+
+// $PIPECUT_CACHE_DIR/compiled, else $XDG_CACHE_HOME/pipecut/compiled, else
+// ~/.cache/pipecut/compiled.
+std::string defaultCompileCache();
+
+}  // namespace pipecut::driver

@@ -1,0 +1,14 @@
+#include "emit/libtorch_version.h"
+
+#include <torch/headeronly/version.h>
+
+namespace pipecut::emit {
+
+std::string libtorchVersion() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+std::string publicVersion(const std::string& v) { return v.substr(0, v.find('+')); }
+
+}  // namespace pipecut::emit

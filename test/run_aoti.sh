@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# pipecut compile and pipecut-run --stage-format aoti on the llama_dynamic
+# fixture (2 stages; its batch and sequence sizes symbolic): the packages
+# compile once (a second compile keeps them, a fresh split of the same model
+# takes them from the cache, needing no Python), verify lists them, and the
+# pipeline of packages gives the unsplit TorchScript program's outputs within
+# float32 tolerance at M=1 and M=4 (sizes it was not exported at), in one
+# process and on 2 Gloo ranks. Refusals exit 2 (6 for a GPU this machine
+# lacks) naming the stage or the interpreter, and leave the directory as it was.
+#
+#   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+3)
+set -uo pipefail
+pipecut=$1 run=$2 py=$3 src=$4 out=$5 port=$6 sync=$7
+models=$src/testdata/models
+fail=0 pass=0
+source "$(dirname "$0")/expect.sh"
+rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 1
+ok() { pass=$((pass+1)); }
+bad() { echo "FAIL ($1)"; fail=$((fail+1)); }
+export PIPECUT_CACHE_DIR=$out/cache  # never the user's cache
+mb1=$models/llama_dynamic.ref.safetensors mb4=$models/llama_dynamic.mb4.ref.safetensors
+echo '{"split_points": {"model.layers.1": "BEGINNING"}}' > two.json
+echo '{"split_points": {}}' > whole.json
+expect 0 "split" -- "$pipecut" split "$models/llama_dynamic.pt2" --spec two.json -o split -q
+expect 0 "split whole" -- "$pipecut" split "$models/llama_dynamic.pt2" --spec whole.json -o whole -q
+
+# --- Refusals before anything compiles -----------------------------------------
+expect 2 "run before compile" -- "$run" split --stage-format aoti --inputs "$mb1" -q
+contains "run before compile message" "stage 0: has no AOTInductor package for cpu; run pipecut compile DIR --device cpu"
+expect 2 "no such python" -- "$pipecut" compile split --python "$out/no-python" -q
+contains "no such python message" "no-python: --python: cannot run it: No such file or directory"
+printf '#!/bin/sh\necho "{\\"torch\\": \\"2.9.1+cpu\\", \\"cuda\\": false}"\n' > old-python && chmod +x old-python
+expect 2 "another torch" -- "$pipecut" compile split --python "$out/old-python" -q
+contains "another torch message" "has torch 2.9.1+cpu, pipecut links LibTorch"
+printf '#!/bin/sh\necho "error: ModuleNotFoundError: No module named '"'"'torch'"'"'"; exit 1\n' > bare-python && chmod +x bare-python
+expect 2 "no torch" -- "$pipecut" compile split --python "$out/bare-python" -q
+contains "no torch message" "is not a Python with torch (ModuleNotFoundError: No module named 'torch')"
+expect 2 "not a split" -- "$pipecut" compile "$models" -q
+contains "not a split message" "manifest.pb: is missing"
+cp -r split litter && touch litter/notes.txt
+expect 2 "unlisted file" -- "$pipecut" compile litter --python "$py" -q
+contains "unlisted file message" "litter: holds 1 entry its manifest does not list: 'notes.txt'; pipecut compile rewrites"
+[[ -f litter/notes.txt && ! -e litter/stage_000.aoti-cpu.pt2 ]] && ok || bad "unlisted file: directory untouched"
+expect 2 "cache inside the split" -- "$pipecut" compile split --cache split/cache --python "$py" -q
+if ! "$py" -c 'import torch, sys; sys.exit(torch.cuda.is_available())'; then
+  expect 6 "cuda without a GPU" -- "$pipecut" compile split --device cuda --python "$py" -q
+  contains "cuda without a GPU message" "(--device cuda): its torch sees no CUDA device"
+fi
+cmp -s split/manifest.pb whole/manifest.pb && bad "splits differ" || ok
+
+# --- Compile: two stages at once, then kept, then from the cache --------------
+expect 0 "compile" -- "$pipecut" compile split --python "$py" -j 2 --json
+"$py" - "$LAST_LOG" split/manifest.json <<'EOF' && ok || bad "compile --json and manifest"
+import json, sys
+r = json.loads(sys.argv[1])
+assert [s["how"] for s in r["stages"]] == ["compiled", "compiled"], r
+assert all(s["compile_seconds"] > 0 and s["bytes"] > 0 for s in r["stages"]), r
+m = json.load(open(sys.argv[2]))
+for i, st in enumerate(m["stages"]):
+    (pkg,) = [f for f in st["files"] if f["format"] == "aoti"]
+    c = pkg["compiled"]
+    assert pkg["path"] == f"stage_{i:03d}.aoti-cpu.pt2", pkg
+    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"cpp.dynamic_threads":true}', c
+    assert c["source"] == f"stage_{i:03d}.pt2" and len(c["key"]) == 64 and len(pkg["xxh3_128"]) == 32, c
+    assert c["key"] == r["stages"][i]["key"]
+EOF
+expect 0 "verify" -- "$pipecut" verify split
+contains "verify counts the packages" "ok: 6 stage files match"
+cp split/manifest.pb compiled.pb
+# Unchanged: kept, no Python needed, the manifest byte for byte the same.
+expect 0 "compile again" -- "$pipecut" compile split --python "$out/no-python"
+contains "kept" "stage 1: stage_001.aoti-cpu.pt2 kept (unchanged)"
+cmp -s split/manifest.pb compiled.pb && ok || bad "compile again: manifest unchanged"
+# A fresh split of the same model: from the cache, the same bytes.
+expect 0 "split again" -- "$pipecut" split "$models/llama_dynamic.pt2" --spec two.json -o again -q
+expect 0 "compile from the cache" -- "$pipecut" compile again --python "$py" --json
+"$py" -c 'import json, sys; r = json.loads(sys.argv[1]); assert [s["how"] for s in r["stages"]] == ["cached"] * 2, r' \
+  "$LAST_LOG" && ok || bad "from the cache"
+cmp -s again/stage_001.aoti-cpu.pt2 split/stage_001.aoti-cpu.pt2 && ok || bad "cached package bytes"
+cmp -s again/manifest.pb compiled.pb && ok || bad "cached: the same manifest"
+expect 0 "compile whole" -- "$pipecut" compile whole --python "$py" -q
+
+# --- Run: the packages against the unsplit TorchScript program ----------------
+expect 0 "torchscript whole M=1" -- "$run" whole --inputs "$mb1" --output ts.mb1.safetensors -q
+expect 0 "torchscript whole M=4" -- "$run" whole -m 4 --inputs "$mb4" --output ts.mb4.safetensors -q
+for m in 1 4; do
+  inputs=$mb1 && [[ $m == 4 ]] && inputs=$mb4
+  expect 0 "aoti split M=$m" -- "$run" split --stage-format aoti -m $m --inputs "$inputs" --check ts.mb$m.safetensors \
+    --atol 1e-5 --rtol 1.3e-6 --json
+  contains "aoti split M=$m checked" '"ok": true'
+  expect 0 "aoti whole M=$m" -- "$run" whole --stage-format aoti -m $m --inputs "$inputs" --check ts.mb$m.safetensors \
+    --atol 1e-5 --rtol 1.3e-6 -q
+done
+# The pipeline of packages gives what the unsplit package gives, bit for bit.
+expect 0 "aoti whole output" -- "$run" whole --stage-format aoti -m 4 --inputs "$mb4" --output aoti.whole.mb4.safetensors -q
+expect 0 "aoti split exact" -- "$run" split --stage-format aoti -m 4 --inputs "$mb4" --check aoti.whole.mb4.safetensors --exact -q
+# And within tolerance of PyTorch's own references.
+expect 0 "aoti split vs PyTorch" -- "$run" split --stage-format aoti -m 4 --inputs "$mb4" --check "$mb4" -q
+# Two Gloo ranks, one stage each.
+pids=() rc=0
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 1)) \
+    timeout 120 "$run" split --stage-format aoti -m 4 --inputs "$mb4" --check aoti.whole.mb4.safetensors --exact \
+    --timeout 60 >rank$r.log 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+[[ $rc -eq 0 ]] && grep -q "check: ok" rank0.log && ok || { bad "2 Gloo ranks (exit $rc)"; tail -3 rank*.log; }
+
+# --- Refusals at run time -------------------------------------------------------
+# A package from another torch, recorded so in the manifest.
+cp -r split forged
+"$py" - forged/manifest.json <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for f in m["stages"][1]["files"]:
+    if f["format"] == "aoti":
+        f["compiled"]["torch_version"] = "2.10.0+cpu"
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+"$sync" forged
+expect 2 "another torch's package" -- "$run" forged --stage-format aoti --inputs "$mb1" -q
+contains "another torch's package message" \
+  "forged/stage_001.aoti-cpu.pt2: stage 1: was compiled by torch 2.10.0+cpu, this pipecut-run links LibTorch"
+# A package that is not one (its hash check skipped, so it gets to the loader).
+cp -r split broken && cp broken/stage_000.pt2 broken/stage_000.aoti-cpu.pt2
+expect 2 "not a package" -- "$run" broken --stage-format aoti --inputs "$mb1" -q --no-verify
+contains "not a package message" "broken/stage_000.aoti-cpu.pt2: AOTInductor cannot load it: "
+# A missing package: the hash check names it.
+cp -r split missing && rm missing/stage_001.aoti-cpu.pt2
+expect 2 "missing package" -- "$run" missing --stage-format aoti --inputs "$mb1" -q
+contains "missing package message" "stage 1 file 'stage_001.aoti-cpu.pt2': missing"
+# Training keeps TorchScript.
+expect 1 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q
+echo "run_aoti: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
