@@ -10,6 +10,9 @@ mkdir -p "$build"
 # re-runs on a kept machine) cheap; nothing requires it.
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Paths relative to the checkout, and the build directory left out of the
+# hash: every clone of the repository shares one cache's objects.
+export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 # More configure options (e.g. -DPIPECUT_TEST_PORT_BASE=31000), word-split.
 read -r -a extra <<<"${PIPECUT_CMAKE_ARGS:-}"
 # torch's CMake config is chatty (CUDA arch and kineto warnings); show it only on failure.

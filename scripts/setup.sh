@@ -9,7 +9,8 @@ TRANSFORMERS_VERSION=5.23.0
 VENV="${PIPECUT_VENV:-$HOME/.cache/pipecut/venv-torch-$TORCH_VERSION}"
 # libgloo-dev: only its headers, which torch's ProcessGroupGloo.hpp includes (the wheel ships none);
 # every gloo type in that class sits behind a pointer, and the symbols come from libtorch.
-APT_PACKAGES=(cmake ninja-build g++ libprotobuf-dev protobuf-compiler libcli11-dev
+# ccache: a second checkout (a fresh clone, a CI re-run on a kept machine) builds from the first one's objects.
+APT_PACKAGES=(cmake ninja-build g++ ccache libprotobuf-dev protobuf-compiler libcli11-dev
               nlohmann-json3-dev catch2 libgloo-dev python3-venv
               libsimdjson-dev libssl-dev libmimalloc-dev libzip-dev zlib1g-dev libxxhash-dev libabsl-dev)
 
