@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Benchmark: the same split run as TorchScript stages and as AOTInductor
+packages (`pipecut compile`, `pipecut-run --stage-format aoti`), and the
+pipeline of packages against the unsplit package, side by side in one run.
+
+    aoti_vs_torchscript.py [--repeat 5] [--iterations 5] [--stages 4] [--layers 8]
+                           [--hidden 512] [--vocab 4096] [--seq 128] [--mb-size 1] [-m 8]
+                           [--threads N] [--device cpu|cuda]
+
+Model: the bench tiny Llama (random weights, float32, static shapes: the
+micro-batch is the exported batch), split by layers into --stages stages and
+into one (the unsplit program), both compiled by `pipecut compile` (a cache
+in the work directory, so compile times are this run's).
+
+Sides, each one pipecut-run process with every stage on --device, GPipe, M
+micro-batches, one warm-up pass and --iterations measured ones; sides
+alternate, medians over --repeat:
+  torchscript   the split's TorchScript stages
+  aoti          the split's packages
+  aoti-whole    the unsplit package
+  torchscript-whole  the unsplit TorchScript program (for reference)
+CPU: the pipeline's stages share the cores (--threads per stage, default
+cores / stages, at least 1); the unsplit program gets every core. Outputs are
+checked on every run: TorchScript stages bit for bit against the unsplit
+TorchScript program, packages against it within float32 tolerance.
+
+Goals (issue 37), CPU: aoti >= 1.15x torchscript; aoti >= 0.97x aoti-whole.
+GPU: aoti >= 1.5x torchscript at batch 1-8.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pipeline_bench_util as util  # noqa: E402
+
+
+def compile_split(a, d, cache):
+    cmd = [a.pipecut, "compile", d, "--device", a.device, "--cache", cache, "--json"]
+    if a.python:
+        cmd += ["--python", a.python]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"pipecut compile {d} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout)
+
+
+def file_bytes(d, fmt):
+    m = json.load(open(os.path.join(d, "manifest.json")))
+    return [sum(int(f["bytes"]) for f in st["files"] if f["format"] == fmt) for st in m["stages"]]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    util.add_model_args(ap, layers=8, hidden=512, seq=128, mb_size=1, microbatches=8)
+    ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads per pipeline stage (default cores / stages)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--python", help="the Python pipecut compile uses (default: its own search)")
+    util.add_run_args(ap, repeat=5, iterations=5)
+    a = ap.parse_args()
+    if a.vocab == 256:
+        a.vocab = 4096
+    cores = os.cpu_count() or 1
+    threads = a.threads or max(1, cores // a.stages)
+    print(util.describe_model(a))
+    print(f"{a.stages} stages in one process on {a.device}, {threads} intra-op thread(s) per stage; unsplit: "
+          f"{cores} threads; GPipe, M={a.microbatches}; load {util.loadavg()}")
+    with util.WorkDir(a.keep, "pipecut-aoti-") as work:
+        pt2, ref, _ = util.prepare_model(a, work)
+        cache = os.path.join(work, "cache")
+        whole, split = os.path.join(work, "whole"), os.path.join(work, "split")
+        util.split(a.pipecut, pt2, 1, a.layers, whole)
+        util.split(a.pipecut, pt2, a.stages, a.layers, split)
+        compiled = {}
+        for name, d in (("split", split), ("whole", whole)):
+            compiled[name] = compile_split(a, d, cache)
+        oracle = os.path.join(work, "whole.out.safetensors")
+        util.run_json([a.runner, whole, "--inputs", ref, "-m", str(a.microbatches), "--output", oracle, "--json", "-q",
+                       "--devices", a.device])
+
+        rows = []
+        for name in ("split", "whole"):
+            pkg, src = file_bytes(os.path.join(work, name), "aoti"), file_bytes(os.path.join(work, name), "pt2")
+            for st in compiled[name]["stages"]:
+                i = st["stage"]
+                rows.append([name, i, f"{st['compile_seconds']:.1f}", f"{pkg[i] / 1e6:.1f}", f"{src[i] / 1e6:.1f}"])
+        print(util.table(["split", "stage", "compile s", "package MB", ".pt2 MB"], rows))
+
+        def side(d, fmt, t):
+            cmd = [a.runner, d, "--stage-format", fmt, "--inputs", ref, "--check", oracle, "-m", str(a.microbatches),
+                   "--threads", str(t), "--warmup", "1", "--iterations", str(a.iterations), "--json", "-q",
+                   "--devices", a.device]
+            tol = "1e-4" if a.device == "cpu" else "1e-3"  # GPU kernels reorder sums more
+            cmd += ["--exact"] if fmt == "torchscript" and a.device == "cpu" else ["--atol", tol, "--rtol", tol]
+            return cmd
+
+        sides = {
+            "torchscript": side(split, "torchscript", threads),
+            "aoti": side(split, "aoti", threads),
+            "aoti-whole": side(whole, "aoti", cores),
+            "torchscript-whole": side(whole, "torchscript", cores),
+        }
+        results = {k: [] for k in sides}
+        for rep in range(a.repeat):
+            for name in util.rotated(list(sides), rep):
+                r = util.run_json(sides[name])
+                if not r["check"]["ok"]:
+                    raise SystemExit(f"{name}: outputs differ from the unsplit program: {r['check']}")
+                results[name].append(r["throughput_samples_per_s"])
+        rows = [[k, f"{util.med(v):.2f}", f"{min(v):.2f}-{max(v):.2f}"] for k, v in results.items()]
+        print(util.table(["side", "samples/s", "range"], rows))
+        t = {k: util.med(v) for k, v in results.items()}
+        print(f"aoti / torchscript (both {a.stages} stages): {t['aoti'] / t['torchscript']:.2f}x  (goal >= "
+              f"{1.15 if a.device == 'cpu' else 1.5})")
+        print(f"aoti pipeline / unsplit aoti: {t['aoti'] / t['aoti-whole']:.2f}x  (goal >= 0.97)")
+        print(f"torchscript pipeline / unsplit torchscript: {t['torchscript'] / t['torchscript-whole']:.2f}x")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
