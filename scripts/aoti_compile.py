@@ -9,10 +9,19 @@ file on stdin; REQUEST is one JSON object:
 
   {"mode": "compile", "source": STAGE.pt2, "output": PACKAGE.pt2,
    "device": "cpu"|"cuda", "options": {Inductor config},
-   "inputs": [{"dtype": "float32", "shape": [4, 8]}, ...]}
+   "inputs": [{"dtype": "float32", "shape": [4, 8], "dims": [SYMBOL or null, ...]}, ...],
+   "symbols": {SYMBOL: [min, max or null]},
+   "state": [{"name": FQN, "initial": "zeros"|"stored"}, ...]}
       compiles the stage's exported program with
       torch._inductor.aoti_compile_and_package and prints
       {"seconds": compile seconds}.
+
+State (a stage's KV cache: tensors it updates in place, the manifest's
+Stage.state) becomes trailing inputs that the package updates in place, the
+way pipecut-run passes state to TorchScript stages, so that a runner keeps
+one set per sequence group: the stage is exported again around its module
+with the state swapped in for the buffers. A "stored" initial value travels
+in the package's metadata ("pipecut.state.K": dtype, shape, hex bytes).
 
 The last line of stdout is the answer. A failure exits 1 with the
 exception's type and message as the last line ("error: ..."), which pipecut
@@ -42,6 +51,54 @@ def example_input(spec, device, generator):
     return t.to(device)
 
 
+def attribute(module, fqn):
+    for part in fqn.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def with_state_as_inputs(ep, req, args):
+    """The stage re-exported with its state as trailing inputs it updates in
+    place; returns (program, metadata with the stored initial values)."""
+    import torch
+
+    names = [s["name"] for s in req["state"]]
+    module = ep.module()
+
+    class WithState(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *flat):
+            n = len(flat) - len(names)
+            return torch.func.functional_call(self.inner, dict(zip(names, flat[n:])), flat[:n], strict=False,
+                                              tie_weights=False)
+
+    initial = [attribute(module, n).detach().clone() for n in names]
+    dims = {}
+    for name, (lo, hi) in req.get("symbols", {}).items():
+        dims[name] = torch.export.Dim(name, min=lo, max=hi) if hi is not None else torch.export.Dim(name, min=lo)
+    shapes = [{d: dims[sym] for d, sym in enumerate(s.get("dims", [])) if sym} or None for s in req["inputs"]]
+    shapes += [None] * len(names)
+    program = torch.export.export(WithState(module), args + tuple(t.clone() for t in initial),
+                                  dynamic_shapes=(tuple(shapes),) if any(shapes) else None, strict=False)
+    # Functional form: the updates become outputs that the package writes
+    # back to the state inputs (the signature's user_inputs_to_mutate).
+    program = program.run_decompositions({})
+    metadata = {}
+    for k, (spec, value) in enumerate(zip(req["state"], initial)):
+        if spec.get("initial") == "stored":
+            data = value.contiguous().cpu()
+            if data.numel() * data.element_size() > (1 << 20):
+                raise ValueError(f"state '{spec['name']}' has a stored initial value over 1 MiB; "
+                                 "pipecut compile carries stored state in the package's metadata")
+            raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
+            metadata[f"pipecut.state.{k}"] = json.dumps({"dtype": str(data.dtype).replace("torch.", ""),
+                                                         "shape": list(data.shape), "hex": raw.hex()})
+    return program, metadata
+
+
 def compile_stage(req):
     import torch
 
@@ -54,9 +111,14 @@ def compile_stage(req):
         ep = move_to_device_pass(ep, "cuda")
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
-    ep.example_inputs = (args, {})
+    options = dict(req.get("options") or {})
+    if req.get("state"):
+        ep, metadata = with_state_as_inputs(ep, req, args)
+        options["aot_inductor.metadata"] = {**options.get("aot_inductor.metadata", {}), **metadata}
+    else:
+        ep.example_inputs = (args, {})
     start = time.monotonic()
-    torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=req.get("options") or {})
+    torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=options)
     return {"seconds": round(time.monotonic() - start, 3)}
 
 

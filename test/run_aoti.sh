@@ -5,18 +5,17 @@
 # takes them from the cache, needing no Python), verify lists them, and the
 # pipeline of packages gives the unsplit TorchScript program's outputs within
 # float32 tolerance at M=1 and M=4 (sizes it was not exported at), in one
-# process and on 2 Gloo ranks. Refusals exit 2 (6 for a GPU this machine
+# process and on 2 Gloo ranks; and llama_kv_chunk's packages generate the
+# reference tokens (--generate, KV caches passed in as state). Refusals exit 2 (6 for a GPU this machine
 # lacks) naming the stage or the interpreter, and leave the directory as it was.
 #
-#   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+3)
+#   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+2)
 set -uo pipefail
 pipecut=$1 run=$2 py=$3 src=$4 out=$5 port=$6 sync=$7
 models=$src/testdata/models
 fail=0 pass=0
 source "$(dirname "$0")/expect.sh"
 rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 1
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL ($1)"; fail=$((fail+1)); }
 export PIPECUT_CACHE_DIR=$out/cache  # never the user's cache
 mb1=$models/llama_dynamic.ref.safetensors mb4=$models/llama_dynamic.mb4.ref.safetensors
 echo '{"split_points": {"model.layers.1": "BEGINNING"}}' > two.json
@@ -130,6 +129,30 @@ contains "not a package message" "broken/stage_000.aoti-cpu.pt2: AOTInductor can
 cp -r split missing && rm missing/stage_001.aoti-cpu.pt2
 expect 2 "missing package" -- "$run" missing --stage-format aoti --inputs "$mb1" -q
 contains "missing package message" "stage 1 file 'stage_001.aoti-cpu.pt2': missing"
+# --- Generation: state as inputs the package updates in place -----------------
+# llama_kv_chunk (prompt chunks of symbolic length, KV caches per stage): the
+# packages' greedy tokens equal the references, with chunks of 2 and whole
+# prompts, 1 and 3 slots, and on 2 Gloo ranks.
+gen=$src/testdata/generate
+expect 0 "split llama_kv_chunk" -- "$pipecut" split "$gen/llama_kv_chunk.pt2" --spec <(echo '{"split_points": {"model.model.layers.2": "BEGINNING"}}') -o kv -q
+expect 0 "compile llama_kv_chunk" -- "$pipecut" compile kv --python "$py" -j 2 -q
+for args in "--slots 1 --prefill-chunk 2" "--slots 3"; do
+  expect 0 "generate aoti $args" -- "$run" kv --generate --stage-format aoti --prompts "$gen/prompts.jsonl" --max-new-tokens 12 \
+    $args --check-tokens "$gen/llama_kv_chunk.greedy.jsonl"
+  contains "generate aoti $args tokens" "check: ok (every token as the reference)"
+done
+pids=() rc=0
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) \
+    timeout 120 "$run" kv --generate --stage-format aoti --prompts "$gen/prompts.jsonl" --max-new-tokens 12 \
+    --check-tokens "$gen/llama_kv_chunk.greedy.jsonl" --timeout 60 >gen.rank$r.log 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+[[ $rc -eq 0 ]] && grep -q "check: ok" gen.rank0.log && ok || { bad "generate aoti, 2 Gloo ranks (exit $rc)"; tail -3 gen.rank*.log; }
+expect 2 "generate with NativeRT stages" -- "$run" kv --generate --stage-format pt2 --prompts "$gen/prompts.jsonl" --max-new-tokens 2
+contains "generate with NativeRT stages message" "--generate runs TorchScript stages or AOTInductor packages"
+
 # Training keeps TorchScript.
 expect 1 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q
 echo "run_aoti: $pass passed, $fail failed"

@@ -15,8 +15,6 @@ fail=0 pass=0
 source "$(dirname "$0")/expect.sh"
 rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 1
 
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL ($1)"; fail=$((fail+1)); }
 
 # --- Splits: whole, 2 stages (layers 0-1 | 2-3), 3 stages ---------------------
 echo '{"split_points": {}}' > whole.json
@@ -184,7 +182,7 @@ row 2 "a program with no state" "no stage holds state (a KV cache)" -- \
 edit nologits 'm["outputs"][0]["tensor"]["shape"] = m["outputs"][0]["tensor"]["shape"][:2]'
 row 2 "a program without logits" "is not logits [B, T, vocab]" -- \
   "$run" nologits --generate --prompts "$gen/prompts.jsonl" --max-new-tokens 2 --output out.jsonl
-row 1 "--stage-format pt2" "--stage-format" -- \
+row 2 "--stage-format pt2" "--generate runs TorchScript stages or AOTInductor packages" -- \
   "$run" llama_kv.two --generate --prompts "$gen/prompts.jsonl" --max-new-tokens 2 --stage-format pt2 --output out.jsonl
 row 1 "--max-new-tokens 0" "--max-new-tokens" -- \
   "$run" llama_kv.two --generate --prompts "$gen/prompts.jsonl" --max-new-tokens 0 --output out.jsonl

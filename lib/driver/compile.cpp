@@ -125,11 +125,31 @@ Json exampleInputs(const Manifest& m, const Stage& st) {
   };
   Json inputs = Json::array();
   for (const StageInput& in : st.inputs) {
-    Json shape = Json::array();
-    for (const DimSpec& d : in.tensor.shape) shape.push_back(d.symbol.empty() ? d.size : valueOf(d.symbol));
-    inputs.push_back({{"dtype", in.tensor.dtype}, {"shape", shape}});
+    Json shape = Json::array(), dims = Json::array();
+    for (const DimSpec& d : in.tensor.shape) {
+      shape.push_back(d.symbol.empty() ? d.size : valueOf(d.symbol));
+      dims.push_back(d.symbol.empty() ? Json() : Json(d.symbol));
+    }
+    inputs.push_back({{"dtype", in.tensor.dtype}, {"shape", shape}, {"dims", dims}});
   }
   return inputs;
+}
+
+// The exported ranges of the symbols the stage's inputs use: a stage with
+// state is exported again (scripts/aoti_compile.py), with these.
+Json symbolRanges(const Manifest& m, const Stage& st) {
+  Json out = Json::object();
+  for (const StageInput& in : st.inputs)
+    for (const DimSpec& d : in.tensor.shape)
+      for (const SymbolRange& r : m.symbols)
+        if (!d.symbol.empty() && r.symbol == d.symbol) out[d.symbol] = {r.min, r.max ? Json(*r.max) : Json()};
+  return out;
+}
+
+Json stateOf(const Stage& st) {
+  Json out = Json::array();
+  for (const StageState& s : st.state) out.push_back({{"name", s.name}, {"initial", s.initial}});
+  return out;
 }
 
 const StageFile& pt2Of(const std::string& dir, const Stage& st) {
@@ -397,7 +417,9 @@ CompileResult compileDirectory(const CompileRequest& r) {
                     {"output", fs::absolute(tmp / p.name).string()},
                     {"device", r.device},
                     {"options", Json::parse(options)},
-                    {"inputs", exampleInputs(m, *p.stage)}};
+                    {"inputs", exampleInputs(m, *p.stage)},
+                    {"symbols", symbolRanges(m, *p.stage)},
+                    {"state", stateOf(*p.stage)}};
         support::ProcessResult res = runScript(py, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
         {
           std::lock_guard<std::mutex> lock(runningMutex);

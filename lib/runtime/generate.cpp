@@ -66,7 +66,7 @@ DecodeProgram readProgram(const Manifest& m, const std::string& dir) {
   auto bad = [&](const std::string& where, const std::string& why) -> void {
     throw Error(ErrorKind::InvalidInput, dir, where,
                 why + "; --generate takes a decode step exported with its static cache (inputs input_ids [B, T] and "
-                      "cache_position [T], logits [B, T, vocab] first; see the README's generation recipe)");
+                      "cache_position [T], logits [B, T, vocab] first; see the export recipe in docs/generation.md)");
   };
   DecodeProgram d;
   if (m.inputs.size() != 2) bad("manifest inputs", "the program takes " + std::to_string(m.inputs.size()) + " inputs, not 2");
@@ -209,9 +209,9 @@ class Generation {
       if (stageWorker_[s] < stageWorker_[s - 1])
         invalidInput("--stage-ranks", "--generate places stages on ranks in contiguous blocks, in stage order");
     if (world_ > 1 && stageWorker_[0] != 0) invalidInput("--stage-ranks", "--generate runs stage 0 on rank 0");
-    if (o_.session.stageFormat != StageFormat::TorchScript)
-      invalidInput("--stage-format", "--generate runs TorchScript stages: a .pt2 stage through NativeRT keeps its KV cache "
-                                     "inside, where a runner cannot keep one per slot");
+    if (o_.session.stageFormat == StageFormat::Pt2)
+      invalidInput("--stage-format", "--generate runs TorchScript stages or AOTInductor packages: a .pt2 stage through "
+                                     "NativeRT keeps its KV cache inside, where a runner cannot keep one per slot");
     for (uint32_t s = 0; s < P_; ++s)
       if (world_ == 1 || stageWorker_[s] == rank_)
         if (std::find(localWorkers_.begin(), localWorkers_.end(), stageWorker_[s]) == localWorkers_.end())
@@ -256,7 +256,9 @@ class Generation {
   void loadStages() {
     if (o_.session.verifyHashes) {
       StageFileCheck check;
-      check.select = [&](const Stage& st, const StageFile& f) { return isLocal(st.index) && f.format == "torchscript"; };
+      check.select = [&](const Stage& st, const StageFile& f) {
+        return isLocal(st.index) && &f == &stageFileOf(st, o_.session.stageFormat, devices_[st.index]);
+      };
       check.sha256 = !o_.session.expectManifestSha256.empty();
       verifyStageFiles(o_.session.dir, m_, check);
     }
@@ -265,7 +267,8 @@ class Generation {
     busyMs_.assign(P_, 0);
     for (uint32_t s = 0; s < P_; ++s) {
       if (!isLocal(s)) continue;
-      programs_[s] = std::make_unique<StageProgram>(StageProgram::load(o_.session.dir, m_.stages[s], StageFormat::TorchScript, devices_[s]));
+      programs_[s] = std::make_unique<StageProgram>(
+          StageProgram::load(o_.session.dir, m_.stages[s], o_.session.stageFormat, devices_[s]));
       for (int k = 0; k < slots_; ++k) {
         state_[static_cast<size_t>(k)][s] = programs_[s]->newState();
         for (const auto& t : state_[static_cast<size_t>(k)][s])

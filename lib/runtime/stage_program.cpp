@@ -4,7 +4,10 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/nativert/ModelRunnerHandle.h>
 
+#include <nlohmann/json.hpp>
+
 #include "emit/libtorch_version.h"
+#include "runtime/inputs.h"
 
 #include "runtime/stage_failure.h"
 #include "support/error.h"
@@ -37,6 +40,50 @@ const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device)
               f == StageFormat::Pt2 ? "has no .pt2 file; split with --format pt2 (or both)"
                                     : "has no TorchScript (.pt) file; split with --format torchscript");
 }
+
+namespace {
+
+// A package's initial state: the manifest's zeros, or the value
+// scripts/aoti_compile.py put in its metadata ("pipecut.state.K").
+void packageState(const Stage& st, const std::unordered_map<std::string, std::string>& metadata, c10::Device device,
+                  const std::string& path, std::vector<at::Tensor>& values, std::vector<bool>& zeros) {
+  for (size_t k = 0; k < st.state.size(); ++k) {
+    const StageState& ss = st.state[k];
+    const std::string where = "state[" + std::to_string(k) + "] '" + ss.name + "'";
+    const auto dtype = scalarTypeFromName(ss.tensor.dtype);
+    if (!dtype) throw Error(ErrorKind::InvalidInput, path, where, "unknown dtype '" + ss.tensor.dtype + "'");
+    std::vector<int64_t> shape;
+    for (const DimSpec& d : ss.tensor.shape) {
+      if (!d.symbol.empty()) throw Error(ErrorKind::InvalidInput, path, where, "has a symbolic size; state is static");
+      shape.push_back(d.size);
+    }
+    const auto opts = at::TensorOptions().dtype(*dtype).device(device);
+    zeros.push_back(ss.initial == "zeros");
+    if (zeros.back()) {
+      values.push_back(at::zeros(shape, opts));
+      continue;
+    }
+    auto it = metadata.find("pipecut.state." + std::to_string(k));
+    if (it == metadata.end())
+      throw Error(ErrorKind::InvalidInput, path, where, "the package carries no initial value for it; compile it again");
+    nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+    const std::string hex = j.is_object() && j.contains("hex") && j["hex"].is_string() ? j["hex"].get<std::string>() : "";
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(*dtype));
+    if (hex.size() != 2 * static_cast<size_t>(t.nbytes()))
+      throw Error(ErrorKind::InvalidInput, path, where,
+                  "the package's initial value is not " + std::to_string(t.nbytes()) + " bytes of " + ss.tensor.dtype);
+    auto nibble = [&](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      throw Error(ErrorKind::InvalidInput, path, where, "the package's initial value is not hexadecimal");
+    };
+    auto* out = static_cast<uint8_t*>(t.data_ptr());
+    for (size_t i = 0; i < hex.size(); i += 2) out[i / 2] = static_cast<uint8_t>(nibble(hex[i]) * 16 + nibble(hex[i + 1]));
+    values.push_back(t.to(device));
+  }
+}
+
+}  // namespace
 
 StageProgram::StageProgram() = default;
 StageProgram::StageProgram(StageProgram&&) noexcept = default;
@@ -80,6 +127,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
                 std::string(f == StageFormat::Aoti ? "AOTInductor" : "NativeRT") + " cannot load it: " + firstLine(e.what()));
   }
   p.stateful_ = !st.state.empty();
+  if (p.aoti_ && p.stateful_) packageState(st, p.aoti_->get_metadata(), device, path, p.initialState_, p.zeros_);
   if (p.module_)
     for (size_t k = 0; k < st.state.size(); ++k) {
       // The initial value: the module's attribute at the state's FQN.
@@ -125,7 +173,7 @@ std::vector<c10::IValue> StageProgram::forward(std::vector<c10::IValue> args, co
 
 std::vector<c10::IValue> StageProgram::forward(std::vector<c10::IValue> args) {
   // A TorchScript stage with state, called without: its own set (one sequence).
-  if (module_ && !initialState_.empty()) {
+  if ((module_ || aoti_) && !initialState_.empty()) {
     if (ownState_.empty()) ownState_ = newState();
     for (const auto& t : ownState_) args.emplace_back(t);
   }
@@ -152,7 +200,12 @@ std::vector<c10::IValue> StageProgram::run(std::vector<c10::IValue> args) {
         if (!args[i].isTensor())
           throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(stage_) + " input " + std::to_string(i),
                       "is a " + args[i].tagKind() + "; an AOTInductor package takes tensors");
-        inputs.push_back(std::move(args[i]).toTensor());
+        at::Tensor t = std::move(args[i]).toTensor();
+        // A package reads an input from its storage's start with the strides
+        // it was compiled for: a view elsewhere in a storage (llama_kv's two
+        // positions, 0-d selects of one tensor) read its neighbour's value.
+        if (t.storage_offset() != 0 || !t.is_contiguous()) t = t.clone(at::MemoryFormat::Contiguous);
+        inputs.push_back(std::move(t));
       }
       std::vector<at::Tensor> outs = aoti_->boxed_run(std::move(inputs));
       return std::vector<c10::IValue>(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));

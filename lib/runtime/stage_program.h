@@ -56,13 +56,14 @@ class StageProgram {
   // call.
   std::vector<c10::IValue> forward(std::vector<c10::IValue> args);
 
-  // State (TorchScript stages: passed as trailing arguments). One set per
+  // State (TorchScript stages and AOTInductor packages: passed as trailing
+  // arguments; pipecut compile builds packages that way). One set per
   // sequence group a runner keeps in flight (generation's slots): the
   // program updates the set it is given in place, so nothing is copied per
   // call. A .pt2 stage through NativeRT holds its state inside and takes
   // none: hasOwnStateOnly().
   size_t stateCount() const { return initialState_.size(); }
-  bool hasOwnStateOnly() const { return (nativert_ || aoti_) && stateful_; }
+  bool hasOwnStateOnly() const { return nativert_ && stateful_; }
   // A fresh set, at the manifest's initial values, on the stage's device.
   std::vector<at::Tensor> newState() const;
   // Zeroes or restores `state` to the initial values in place (a slot's next sequence).
@@ -79,7 +80,9 @@ class StageProgram {
   std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> aoti_;
   bool stateful_ = false;
-  std::vector<at::Tensor> initialState_;  // the module's attributes of the manifest's state names
+  // The module's attributes of the manifest's state names (a package:
+  // zeros, or the value its metadata carries).
+  std::vector<at::Tensor> initialState_;
   std::vector<bool> zeros_;               // initial "zeros"
   std::vector<at::Tensor> ownState_;      // what forward(args) passes: made on first use
 };

@@ -216,7 +216,6 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   // --seed and --output are shared with inference; --generate reads them too.
   inputs->excludes(generate);
   generate->excludes(train);
-  generate->excludes(stageFormatOpt);
   for (const char* name : {"--check", "--atol", "--rtol", "--exact", "--queue-depth"})
     generate->excludes(app.get_option(name));
 
