@@ -202,6 +202,42 @@ if [[ $device == cuda* ]]; then
     >"$out/bench_generate.log" 2>&1 || log "bench/generate.py on $device failed"
   grep -A12 "^medians" "$out/bench_generate.log" | tee -a "$out/gpu_check.log"
 fi
+# Compiled stages (pipecut compile, --stage-format aoti): llama_dynamic's
+# 2-stage split compiled for the device kind, run M=1 and M=8 against the
+# CPU references in one process and over 2 processes; then
+# bench/aoti_vs_torchscript.py (packages vs TorchScript stages, batch 1 and 8).
+kind=${device%%:*}
+aoti=$work/aoti.llama_dynamic
+if "$pipecut" split "$root/testdata/models/llama_dynamic.pt2" --spec "$root/testdata/specs/llama_dynamic.2.json" -o "$aoti" -q &&
+   "$pipecut" compile "$aoti" --device "$kind" --python "$py" --cache "$work/aoti-cache" --json >"$out/aoti_compile.json" 2>"$out/aoti_compile.err"; then
+  pass=$((pass+1)); log "pipecut compile --device $kind: $(tr -d '\n' <"$out/aoti_compile.json" | head -c 400)"
+  for m in 1 4; do
+    ref=$root/testdata/models/llama_dynamic.ref.safetensors && [[ $m == 4 ]] && ref=$root/testdata/models/llama_dynamic.mb4.ref.safetensors
+    if "$run" "$aoti" --stage-format aoti --devices "$device" -m $m --inputs "$ref" --check "$ref" --atol 1e-3 --rtol 1e-3 -q \
+         >"$out/aoti.m$m.log" 2>&1; then pass=$((pass+1)); log "aoti llama_dynamic M=$m on $device: within 1e-3 of the CPU reference"
+    else fail=$((fail+1)); log "aoti llama_dynamic M=$m on $device: FAILED"; tail -3 "$out/aoti.m$m.log"; fi
+  done
+  port=$((port + 1)) pids=() rc=0
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$run" "$aoti" --stage-format aoti "${two[@]}" -m 4 --inputs "$root/testdata/models/llama_dynamic.mb4.ref.safetensors" \
+      --check "$root/testdata/models/llama_dynamic.mb4.ref.safetensors" --atol 1e-3 --rtol 1e-3 -q --timeout 120 \
+      >"$out/aoti.rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  if [[ $rc -eq 0 ]]; then pass=$((pass+1)); log "aoti llama_dynamic, 2 processes ($two_name): within 1e-3"
+  else fail=$((fail+1)); log "aoti llama_dynamic, 2 processes ($two_name): FAILED (exit $rc)"; tail -3 "$out"/aoti.rank*.log; fi
+  if [[ $kind == cuda ]]; then
+    for mb in 1 8; do
+      "$py" "$root/bench/aoti_vs_torchscript.py" --device cuda --python "$py" --mb-size $mb --repeat 3 --iterations 20 \
+        --pipecut "$pipecut" --runner "$run" >"$out/bench_aoti.mb$mb.log" 2>&1 || log "bench/aoti_vs_torchscript.py --mb-size $mb failed"
+      tail -12 "$out/bench_aoti.mb$mb.log" | tee -a "$out/gpu_check.log"
+    done
+  fi
+else
+  fail=$((fail+1)); log "pipecut compile --device $kind: FAILED"; tail -5 "$out/aoti_compile.err"
+fi
 # A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
 "$run" "$work/splits/llama_tiny.4" --devices "$device" -m 8 --random-inputs --int-high 256 --warmup 5 --iterations 50 \
   --trace "$out/llama_tiny.4.trace.json" -q | tee -a "$out/gpu_check.log"

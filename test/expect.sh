@@ -9,3 +9,5 @@ expect() {  # expect RC DESCRIPTION -- command...: runs it, keeps its output in 
 contains() {  # contains DESCRIPTION NEEDLE: the last command's output holds NEEDLE
   if [[ $LAST_LOG == *"$2"* ]]; then pass=$((pass+1)); else echo "FAIL ($1): no '$2' in: $LAST_LOG"; fail=$((fail+1)); fi
 }
+ok() { pass=$((pass+1)); }                      # a check passed
+bad() { echo "FAIL ($1)"; fail=$((fail+1)); }  # bad DESCRIPTION: a check failed
