@@ -45,7 +45,6 @@ if ! "$py" -c 'import torch, sys; sys.exit(torch.cuda.is_available())'; then
   expect 6 "cuda without a GPU" -- "$pipecut" compile split --device cuda --python "$py" -q
   contains "cuda without a GPU message" "(--device cuda): its torch sees no CUDA device"
 fi
-cmp -s split/manifest.pb whole/manifest.pb && bad "splits differ" || ok
 
 # --- Compile: two stages at once, then kept, then from the cache --------------
 expect 0 "compile" -- "$pipecut" compile split --python "$py" -j 2 --json

@@ -486,15 +486,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
         cache.put(p.key, path, {{"bytes", f.bytes}, {"xxh3_128", f.xxh3_128}, {"torch_version", py.torchVersion},
                                 {"device", r.device}, {"compile_seconds", seconds[s]}});
     });
-    const std::string binary = manifestToBinary(out);
-    support::HashingWriter json((tmp / "manifest.json").string(), false);
-    const std::string text = manifestToJson(out);
-    json.write(text.data(), text.size());
-    json.finish();
-    support::HashingWriter pb((tmp / "manifest.pb").string(), false);
-    pb.write(binary.data(), binary.size());
-    pb.finish();
-    result.manifestSha256 = sha256Bytes(binary.data(), binary.size());
+    result.manifestSha256 = writeManifests(tmp.string(), out);
   });
   line.stop();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -40,12 +40,6 @@ std::string stageName(uint32_t i) {
 
 namespace {
 
-void writeText(const fs::path& path, const std::string& text) {
-  support::HashingWriter w(path.string());
-  w.write(text.data(), text.size());
-  w.finish();
-}
-
 // Counters the writers bump and the progress line reads.
 struct WriteProgress {
   std::atomic<uint64_t> bytes{0};
@@ -275,10 +269,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
       if (slot.missing) m.stages[slot.stage].missing.push_back(*slot.missing);
       else m.stages[slot.stage].files.push_back(slot.file);
     }
-    writeText(tmp / "manifest.json", manifestToJson(m));
-    const std::string binary = manifestToBinary(m);
-    writeText(tmp / "manifest.pb", binary);
-    if (manifestSha256) *manifestSha256 = sha256Bytes(binary.data(), binary.size());
+    const std::string sha = writeManifests(tmp.string(), m);
+    if (manifestSha256) *manifestSha256 = sha;
   });
   line.stop();
   Manifest out = m;

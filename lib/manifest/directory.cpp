@@ -13,6 +13,16 @@ namespace pipecut {
 
 namespace fs = std::filesystem;
 
+std::string writeManifests(const std::string& dir, const Manifest& m) {
+  const std::string json = manifestToJson(m), binary = manifestToBinary(m);
+  for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"manifest.json", &json}, {"manifest.pb", &binary}}) {
+    support::HashingWriter w((fs::path(dir) / name).string(), false);
+    w.write(text->data(), text->size());
+    w.finish();
+  }
+  return sha256Bytes(binary.data(), binary.size());
+}
+
 std::vector<std::string> listedFiles(const Manifest& m) {
   std::vector<std::string> out = {"manifest.json", "manifest.pb"};
   for (const auto& st : m.stages)

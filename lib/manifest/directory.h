@@ -28,6 +28,11 @@ struct SplitDirectory {
 // whose SHA-256 differs.
 SplitDirectory openSplitDirectory(const std::string& dir, const std::string& expectManifestSha256 = "");
 
+// Writes DIR/manifest.json and DIR/manifest.pb (both new files) for `m`;
+// returns manifest.pb's SHA-256. What split and compile write into the
+// directory they stage.
+std::string writeManifests(const std::string& dir, const Manifest& m);
+
 // manifest.json, manifest.pb and every stage file the manifest lists.
 std::vector<std::string> listedFiles(const Manifest& m);
 
