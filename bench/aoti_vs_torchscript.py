@@ -105,17 +105,25 @@ def main():
             "torchscript-whole": side(whole, "torchscript", cores),
         }
         results = {k: [] for k in sides}
+        bubbles = {k: [] for k in sides}
+        theory = {}
         for rep in range(a.repeat):
             for name in util.rotated(list(sides), rep):
                 r = util.run_json(sides[name])
                 if not r["check"]["ok"]:
                     raise SystemExit(f"{name}: outputs differ from the unsplit program: {r['check']}")
                 results[name].append(r["throughput_samples_per_s"])
-        rows = [[k, f"{util.med(v):.2f}", f"{min(v):.2f}-{max(v):.2f}"] for k, v in results.items()]
-        print(util.table(["side", "samples/s", "range"], rows))
+                bubbles[name].append(r["bubble"]["measured"])
+                theory[name] = r["bubble"]["theoretical"]
+        rows = [[k, f"{util.med(v):.2f}", f"{min(v):.2f}-{max(v):.2f}", f"{util.med(bubbles[k]):.3f}",
+                 f"{theory[k]:.3f}"] for k, v in results.items()]
+        print(util.table(["side", "samples/s", "range", "bubble", "(p-1)/(m+p-1)"], rows))
         t = {k: util.med(v) for k, v in results.items()}
         print(f"aoti / torchscript (both {a.stages} stages): {t['aoti'] / t['torchscript']:.2f}x  (goal >= "
               f"{1.15 if a.device == 'cpu' else 1.5})")
+        b, th = util.med(bubbles["aoti"]), theory["aoti"]
+        print(f"aoti bubble {b:.3f} vs (p-1)/(m+p-1) = {th:.3f}: {abs(b - th) / th * 100 if th else 0:.0f}% off"
+              f"{'  (goal within 10%, GPU)' if a.device == 'cuda' else ''}")
         print(f"aoti pipeline / unsplit aoti: {t['aoti'] / t['aoti-whole']:.2f}x  (goal >= 0.97)")
         print(f"torchscript pipeline / unsplit torchscript: {t['torchscript'] / t['torchscript-whole']:.2f}x")
         return 0

@@ -108,7 +108,10 @@ def compile_stage(req):
     if device == "cuda":
         from torch.export.passes import move_to_device_pass
 
-        ep = move_to_device_pass(ep, "cuda")
+        # An index, not "cuda": the graph's _assert_tensor_metadata nodes
+        # compare their device kwarg with the example inputs' cuda:0 exactly.
+        device = "cuda:0"
+        ep = move_to_device_pass(ep, device)
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
     options = dict(req.get("options") or {})

@@ -14,14 +14,27 @@
 #
 #   scripts/gpu_check.sh                 # on the GPU machine
 #   scripts/gpu_check.sh --device cpu    # the same steps on CPU (tests this script)
+#   scripts/gpu_check.sh --only aoti,generate   # some sections: inference (the zoo,
+#                                        # 2 processes, two devices, the long run), train,
+#                                        # generate, aoti (each with its benchmark on CUDA)
 #
-# Environment: PIPECUT_PYTHON (default python3), PIPECUT_DEPS_PREFIX (headers
+# Environment: PIPECUT_PYTHON (default python3), PIPECUT_GPU_BUILD_DIR (reused
+# by a second invocation; default a temp dir), PIPECUT_GPU_BENCH_TIMEOUT (seconds
+# each benchmark may take, default 300), PIPECUT_DEPS_PREFIX (headers
 # and libraries unpacked by scripts/gpu_deps.sh; default .gpu-deps/prefix when
 # present), OUT (a folder for the log and the JSON reports; default a temp dir).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-device=cuda:0
-[[ ${1:-} == --device ]] && device=$2
+device=cuda:0 only=
+while (($#)); do
+  case $1 in
+    --device) device=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti)" >&2; exit 2 ;;
+  esac
+done
+# want SECTION: whether --only (a comma list; empty: every section) names it.
+want() { [[ -z $only || ,$only, == *,$1,* ]]; }
 py=${PIPECUT_PYTHON:-python3}
 out=${OUT:-$(mktemp -d)}
 work=$(mktemp -d)
@@ -53,14 +66,17 @@ cmake --build "$build" -j "$(nproc)" --target pipecut pipecut-run >"$out/build.l
 log "built in $((SECONDS - t0)) s"
 pipecut=$build/tools/pipecut run=$build/tools/pipecut-run
 
+if want inference; then
 # References for 8 micro-batches come from this machine's torch.
 "$py" "$root/scripts/fixtures/microbatch_refs.py" --micro 8 --out "$work/refs" >>"$out/gpu_check.log" 2>&1 || { log "reference generation failed"; exit 3; }
+fi
 
 # GPU kernels (TF32 convolutions in cuDNN by default, other reduction orders)
 # differ from the CPU references in the last bits.
 tol=(--atol 1e-3 --rtol 1e-3)
 [[ $device == cpu ]] && tol=()  # per-dtype defaults (lib/runtime/compare.h)
 fail=0 pass=0
+if want inference; then
 printf "%-24s %3s %3s %12s %9s %9s %10s\n" split M ok samples/s bubble theory max_err | tee -a "$out/gpu_check.log"
 for spec in "$root"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
@@ -84,6 +100,7 @@ except Exception:
     if [[ $rc -eq 0 && $ok == True ]]; then pass=$((pass+1)); else fail=$((fail+1)); head -3 "$out/$name.m$m.err" | tee -a "$out/gpu_check.log"; fi
   done
 done
+fi
 # Two processes on loopback. RANK/LOCAL_RANK per process; --devices cuda is
 # each rank's cuda:LOCAL_RANK.
 gpus=0
@@ -93,6 +110,7 @@ elif ((gpus == 1)); then two=(--backend gloo --devices cuda:0) two_name="gloo, b
 else two=(--backend gloo-strict --devices cpu) two_name="gloo-strict, cpu"
 fi
 port=29811
+if want inference; then
 for name in llama_tiny.4 multi_io.2 skip.4 dynamic_batch.2; do
   model=${name%.*} ref=$work/refs/${name%.*}.mb8.ref.safetensors
   port=$((port + 1)) pids=() rc=0
@@ -108,6 +126,8 @@ for name in llama_tiny.4 multi_io.2 skip.4 dynamic_batch.2; do
   log "2 processes ($two_name) $name M=8: exit $rc, check/throughput/backend: $ok"
   if [[ $rc -eq 0 && $ok == True* ]]; then pass=$((pass+1)); else fail=$((fail+1)); cat "$out/$name.2proc.rank"*.err | tail -6; fi
 done
+fi
+if want inference; then
 # Stages on two devices in one process: copies between the GPU and the host.
 if [[ $device == cuda* ]]; then
   for name in llama_tiny.2 multi_io.2; do
@@ -117,6 +137,8 @@ if [[ $device == cuda* ]]; then
     else fail=$((fail+1)); log "--devices $device,cpu $name: FAILED"; tail -3 "$out/$name.cross.log"; fi
   done
 fi
+fi
+if want train; then
 # Training against the eager CPU references of testdata/train (the tiny Llama
 # and the tied GPT-2 with their cross-entropy losses, K=4 steps of M=4): SGD
 # and AdamW, 1F1B and ZB1P, both stages on the device in one process, then the
@@ -167,6 +189,8 @@ print(json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']['optimi
     fi
   done
 done
+fi
+if want generate; then
 # Generation (pipecut-run --generate) on the KV-cache fixtures: greedy tokens
 # as the CPU references (testdata/generate/*.greedy.jsonl), 2 stages on the
 # device in one process and in the two-process setup above; then tokens/s
@@ -197,13 +221,15 @@ for model in llama_kv llama_kv_chunk qwen2_kv; do
   else fail=$((fail+1)); log "generate $model, 2 processes ($two_name): FAILED (exit $rc)"; tail -3 "$tag".rank*.err; fi
 done
 if [[ $device == cuda* ]]; then
-  "$py" "$root/bench/generate.py" --device "$device" --rounds 2 --pipecut "$pipecut" --pipecut-run "$run" \
+  timeout "${PIPECUT_GPU_BENCH_TIMEOUT:-300}" "$py" "$root/bench/generate.py" --device "$device" --rounds 2 --pipecut "$pipecut" --pipecut-run "$run" \
     --rows 16 --hidden 1024 --intermediate 2816 --heads 16 --kv-heads 4 --vocab 8192 --prompts 96 \
     >"$out/bench_generate.log" 2>&1 || log "bench/generate.py on $device failed"
   grep -A12 "^medians" "$out/bench_generate.log" | tee -a "$out/gpu_check.log"
 fi
+fi
+if want aoti; then
 # Compiled stages (pipecut compile, --stage-format aoti): llama_dynamic's
-# 2-stage split compiled for the device kind, run M=1 and M=8 against the
+# 2-stage split compiled for the device kind, run M=1 and M=4 against the
 # CPU references in one process and over 2 processes; then
 # bench/aoti_vs_torchscript.py (packages vs TorchScript stages, batch 1 and 8).
 kind=${device%%:*}
@@ -230,16 +256,19 @@ if "$pipecut" split "$root/testdata/models/llama_dynamic.pt2" --spec "$root/test
   else fail=$((fail+1)); log "aoti llama_dynamic, 2 processes ($two_name): FAILED (exit $rc)"; tail -3 "$out"/aoti.rank*.log; fi
   if [[ $kind == cuda ]]; then
     for mb in 1 8; do
-      "$py" "$root/bench/aoti_vs_torchscript.py" --device cuda --python "$py" --mb-size $mb --repeat 3 --iterations 20 \
-        --pipecut "$pipecut" --runner "$run" >"$out/bench_aoti.mb$mb.log" 2>&1 || log "bench/aoti_vs_torchscript.py --mb-size $mb failed"
-      tail -12 "$out/bench_aoti.mb$mb.log" | tee -a "$out/gpu_check.log"
+      timeout "${PIPECUT_GPU_BENCH_TIMEOUT:-300}" "$py" "$root/bench/aoti_vs_torchscript.py" --device cuda --python "$py" \
+        --mb-size $mb --repeat 3 --iterations 20 --pipecut "$pipecut" --runner "$run" 2>&1 |
+        tee "$out/bench_aoti.mb$mb.log" || log "bench/aoti_vs_torchscript.py --mb-size $mb failed"
     done
   fi
 else
   fail=$((fail+1)); log "pipecut compile --device $kind: FAILED"; tail -5 "$out/aoti_compile.err"
 fi
+fi
+if want inference; then
 # A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
 "$run" "$work/splits/llama_tiny.4" --devices "$device" -m 8 --random-inputs --int-high 256 --warmup 5 --iterations 50 \
   --trace "$out/llama_tiny.4.trace.json" -q | tee -a "$out/gpu_check.log"
+fi
 echo "gpu_check: $pass passed, $fail failed" | tee -a "$out/gpu_check.log"
 [[ $fail -eq 0 ]]
