@@ -75,20 +75,29 @@ std::string balanceText(const partition::BalanceResult& b) {
   return os.str();
 }
 
+std::string dotQuoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string stagesDot(const Manifest& m) {
   std::ostringstream os;
   os << kDotMarker << "digraph stages {\n  rankdir=LR;\n  node [shape=box];\n";
   for (size_t k = 0; k < m.inputs.size(); ++k)
-    os << "  in" << k << " [shape=ellipse, label=\"" << m.inputs[k].name << "\"];\n";
+    os << "  in" << k << " [shape=ellipse, label=" << dotQuoted(m.inputs[k].name) << "];\n";
   for (size_t k = 0; k < m.outputs.size(); ++k)
-    os << "  out" << k << " [shape=ellipse, label=\"" << m.outputs[k].name << "\"];\n";
+    os << "  out" << k << " [shape=ellipse, label=" << dotQuoted(m.outputs[k].name) << "];\n";
   for (const auto& st : m.stages) {
     os << "  s" << st.index << " [label=\"stage " << st.index << "\\n" << st.nodeCount << " nodes\\n"
        << st.parameterBytes << " B params\"];\n";
     for (const auto& in : st.inputs)
       os << "  " << (in.source.kind == ValueSource::Kind::UserInput ? "in" + std::to_string(in.source.userInput)
                                                                      : "s" + std::to_string(in.source.stage))
-         << " -> s" << st.index << " [label=\"" << in.name << "\"];\n";
+         << " -> s" << st.index << " [label=" << dotQuoted(in.name) << "];\n";
     for (const auto& out : st.outputs)
       for (const auto& c : out.consumers)
         if (c.kind == Consumer::Kind::UserOutput) os << "  s" << st.index << " -> out" << c.userOutput << ";\n";

@@ -17,6 +17,8 @@ std::string previewText(const Manifest& m);
 std::string balanceText(const partition::BalanceResult& b);
 // The stages and the values between them (dot), starting with kDotMarker.
 std::string stagesDot(const Manifest& m);
+// `s` as a Graphviz quoted string: in double quotes, '"' and '\\' escaped.
+std::string dotQuoted(const std::string& s);
 
 // The first line of every Graphviz file pipecut writes: a later --dot may
 // replace a file that starts with it, and no other (support/staging.h).

@@ -12,13 +12,12 @@
 #include "driver/load.h"
 #include "driver/report.h"
 #include "emit/torchscript.h"
-#include "manifest/directory.h"
 #include "ir/module_tree.h"
+#include "manifest/directory.h"
 #include "partition/assign.h"
 #include "partition/carve.h"
 #include "partition/split_spec.h"
-#include "passes/inline_grad_regions.h"
-#include "passes/unroll_map.h"
+#include "passes/pass_manager.h"
 #include "support/error.h"
 #include "support/files.h"
 #include "support/parallel.h"
@@ -232,8 +231,9 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
         } else {
           // For NativeRT: what it refuses and can be rewritten is rewritten.
           if (r.inlineGradRegions) {
-            passes::inlineGradRegions(stage.package.program);
-            passes::unrollStaticMaps(stage.package.program);
+            passes::PassManager pm;
+            passes::addNativeRtPipeline(pm, r.verifyEach);
+            pm.run(stage.package.program);
           }
           slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
                                      progress, r.stageSha256);

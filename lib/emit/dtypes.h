@@ -1,9 +1,15 @@
 #pragma once
-// Schema enum numbering (torch/_export/serde/schema.py) -> c10 enums.
+// The one adapter between pipecut's torch-free names for element types,
+// layouts and memory formats (the export schema's numbering, torch's dtype
+// names, safetensors codes: support/dtypes.h) and LibTorch's c10 enums.
+#include <optional>
+#include <string_view>
+
 #include <c10/core/Layout.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/core/ScalarType.h>
 
+#include "support/dtypes.h"
 #include "support/error.h"
 
 namespace pipecut::emit {
@@ -33,6 +39,26 @@ inline c10::ScalarType toC10(int code) {
     case 35: return c10::ScalarType::UInt64;
   }
   invalidInput("dtype", "unknown dtype code " + std::to_string(code));
+}
+
+// The table's entry for a c10 type; nullptr for types the table lacks
+// (quantized, bits, ...).
+inline const support::DType* fromC10(c10::ScalarType type) {
+  for (const support::DType& d : support::allDTypes())
+    if (toC10(d.code) == type) return &d;
+  return nullptr;
+}
+
+// "float32" -> Float; nullopt for names the table lacks.
+inline std::optional<c10::ScalarType> scalarTypeFromTorchName(std::string_view name) {
+  const support::DType* d = support::dtypeFromTorchName(name);
+  return d ? std::optional<c10::ScalarType>(toC10(d->code)) : std::nullopt;
+}
+
+// "F32" -> Float; nullopt for codes the table lacks.
+inline std::optional<c10::ScalarType> scalarTypeFromSafetensors(std::string_view code) {
+  const support::DType* d = support::dtypeFromSafetensors(code);
+  return d ? std::optional<c10::ScalarType>(toC10(d->code)) : std::nullopt;
 }
 
 inline c10::Layout layoutToC10(int code) {

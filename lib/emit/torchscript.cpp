@@ -18,6 +18,7 @@
 
 #include "emit/control_flow.h"
 #include "emit/dtypes.h"
+#include "ir/op_traits.h"
 #include "ir/state.h"
 #include "support/error.h"
 
@@ -27,15 +28,6 @@ namespace jit = torch::jit;
 using c10::IValue;
 
 namespace {
-
-// Export-time guards that only restate facts the tracer saw (dtype, device,
-// value ranges); they are no-ops for correct inputs and would pin stages to
-// the export device, so stages leave them out.
-bool isExportGuard(const std::string& target) {
-  return target == "torch.ops.aten._assert_tensor_metadata.default" ||
-         target == "torch.ops.aten._assert_scalar.default" ||
-         target.rfind("torch.ops.aten.sym_constrain_range", 0) == 0;
-}
 
 class Emitter final : public BodyEmitter {
  public:
@@ -281,7 +273,7 @@ class Emitter final : public BodyEmitter {
 
   void emitNode(const ir::Node& n) {
     where_ = "node '" + n.label() + "' (" + n.opName() + ")";
-    if (isExportGuard(n.target)) return;
+    if (ir::isExportGuard(n)) return;  // restates what export saw; would pin stages to its device
     if (n.isHigherOrder()) return emitHigherOrder(n);
     if (n.target.rfind("torch.ops.", 0) != 0) return emitSymOp(n);
     std::string qual = n.opName();  // "aten.add.Tensor"

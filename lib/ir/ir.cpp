@@ -9,29 +9,6 @@
 namespace pipecut::ir {
 
 namespace {
-const DTypeInfo kDTypes[] = {
-    {1, "BYTE", "uint8", 1, "U8"},
-    {2, "CHAR", "int8", 1, "I8"},
-    {3, "SHORT", "int16", 2, "I16"},
-    {4, "INT", "int32", 4, "I32"},
-    {5, "LONG", "int64", 8, "I64"},
-    {6, "HALF", "float16", 2, "F16"},
-    {7, "FLOAT", "float32", 4, "F32"},
-    {8, "DOUBLE", "float64", 8, "F64"},
-    {9, "COMPLEXHALF", "complex32", 4, ""},
-    {10, "COMPLEXFLOAT", "complex64", 8, "C64"},
-    {11, "COMPLEXDOUBLE", "complex128", 16, ""},
-    {12, "BOOL", "bool", 1, "BOOL"},
-    {13, "BFLOAT16", "bfloat16", 2, "BF16"},
-    {28, "UINT16", "uint16", 2, "U16"},
-    {29, "FLOAT8E4M3FN", "float8_e4m3fn", 1, "F8_E4M3"},
-    {30, "FLOAT8E5M2", "float8_e5m2", 1, "F8_E5M2"},
-    {31, "FLOAT8E4M3FNUZ", "float8_e4m3fnuz", 1, ""},
-    {32, "FLOAT8E5M2FNUZ", "float8_e5m2fnuz", 1, ""},
-    {33, "FLOAT8E8M0FNU", "float8_e8m0fnu", 1, ""},
-    {34, "UINT32", "uint32", 4, "U32"},
-    {35, "UINT64", "uint64", 8, "U64"},
-};
 
 struct TagName { ArgTag tag; const char* key; bool refs; };
 const TagName kTags[] = {
@@ -68,16 +45,6 @@ const TagName kTags[] = {
     {ArgTag::FloatLists, "as_float_lists", false},
 };
 }  // namespace
-
-const DTypeInfo* dtypeInfo(int code) {
-  for (const auto& d : kDTypes) if (d.code == code) return &d;
-  return nullptr;
-}
-
-const DTypeInfo* dtypeFromTorchName(std::string_view name) {
-  for (const auto& d : kDTypes) if (name == d.torchName) return &d;
-  return nullptr;
-}
 
 const char* argTagKey(ArgTag t) { return kTags[static_cast<int>(t)].key; }
 bool argTagHasRefs(ArgTag t) { return kTags[static_cast<int>(t)].refs; }

@@ -30,17 +30,6 @@ namespace pipecut::ir {
 
 using Json = nlohmann::json;
 
-// ---- Dtypes (schema numbering, not c10's) --------------------------------
-struct DTypeInfo {
-  int code;               // schema ScalarType value
-  const char* schemaName; // "FLOAT"
-  const char* torchName;  // "float32"
-  int itemSize;           // bytes per element
-  const char* safetensors;// "F32" ("" when safetensors has no code)
-};
-const DTypeInfo* dtypeInfo(int schemaCode);       // nullptr if unknown
-const DTypeInfo* dtypeFromTorchName(std::string_view torchName);
-
 // ---- Symbolic ints and tensor metadata -----------------------------------
 struct SymInt {
   bool isExpr = false;

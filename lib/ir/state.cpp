@@ -7,15 +7,6 @@
 
 namespace pipecut::ir {
 
-bool isInPlace(const Node& n) {
-  constexpr std::string_view aten = "torch.ops.aten.";
-  std::string_view t = n.target;
-  if (t.rfind(aten, 0) != 0) return false;
-  std::string_view op = t.substr(aten.size());
-  op = op.substr(0, op.find('.'));
-  return op.size() > 1 && op.back() == '_' && op[op.size() - 2] != '_';
-}
-
 namespace {
 
 // The tensor an in-place op writes: its first input's value.

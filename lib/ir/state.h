@@ -6,18 +6,16 @@
 // every node that touches one state tensor in one stage (partition/assign),
 // the emitter passes it to TorchScript stages as arguments (so a runner can
 // hold several sequences' caches and pass the one in use: zero copies), and
-// the manifest lists it. Torch-free: in-place ops are known by name.
+// the manifest lists it. Torch-free: in-place ops are known by name
+// (ir/op_traits.h).
 #include <string>
 #include <vector>
 
 #include "ir/ir.h"
+#include "ir/op_traits.h"  // isInPlace
 
 namespace pipecut::ir {
 
-// An aten in-place op ("torch.ops.aten.index_copy_.default": a name ending
-// in one '_'); its first input is the tensor it writes, and its result is
-// that tensor again.
-bool isInPlace(const Node& n);
 
 struct StateTensor {
   size_t spec = 0;                 // index into Program::inputSpecs (Buffer or TensorConstant)

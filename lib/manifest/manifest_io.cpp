@@ -17,6 +17,7 @@
 #include "manifest/manifest.h"
 #include "support/error.h"
 #include "support/files.h"
+#include "support/dtypes.h"
 
 namespace pipecut {
 namespace {
@@ -419,7 +420,7 @@ bool sameTensor(const TensorSpec& a, const TensorSpec& b) {
 }
 
 void checkTensor(const TensorSpec& t, const std::string& path) {
-  if (!t.dtype.empty() && !ir::dtypeFromTorchName(t.dtype))
+  if (!t.dtype.empty() && !support::dtypeFromTorchName(t.dtype))
     invalidInput(path + ".dtype", "unknown dtype '" + t.dtype + "'");
   for (size_t d = 0; d < t.shape.size(); ++d)
     if (t.shape[d].symbol.empty() && t.shape[d].size < 0)

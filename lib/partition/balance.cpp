@@ -16,6 +16,7 @@
 #include "partition/min_max.h"
 #include "ir/schedule.h"
 #include "support/error.h"
+#include "support/dtypes.h"
 
 namespace pipecut::partition {
 
@@ -183,7 +184,7 @@ class NodeCosts {
 // Bytes of a tensor at the example shapes; per sample leaves out dimension 0.
 uint64_t valueBytes(const ir::Value* v, bool perSample) {
   if (!v->meta) return 0;
-  const ir::DTypeInfo* d = ir::dtypeInfo(v->meta->dtype);
+  const support::DType* d = support::dtypeFromCode(v->meta->dtype);
   uint64_t bytes = d ? static_cast<uint64_t>(d->itemSize) : 0;
   for (size_t k = perSample ? 1 : 0; k < v->meta->sizes.size(); ++k)
     bytes *= static_cast<uint64_t>(std::max<int64_t>(v->meta->sizes[k].example().value_or(1), 0));

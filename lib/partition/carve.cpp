@@ -10,11 +10,12 @@
 
 #include "ir/clone.h"
 #include "ir/module_tree.h"
+#include "ir/op_traits.h"
 #include "ir/schedule.h"
 #include "ir/state.h"
 #include "partition/stage_summary.h"
 #include "partition/symbolic.h"
-#include "passes/pass_manager.h"
+#include "support/dtypes.h"
 #include "support/error.h"
 
 namespace pipecut::partition {
@@ -28,7 +29,7 @@ TensorSpec tensorSpecOf(const Value& v) {
     return t;
   }
   if (!v.meta) return t;
-  t.dtype = ir::dtypeInfo(v.meta->dtype)->torchName;
+  t.dtype = support::dtypeFromCode(v.meta->dtype)->torchName;
   for (const auto& s : v.meta->sizes) {
     DimSpec d;
     if (s.isExpr) d.symbol = s.str();
@@ -43,7 +44,7 @@ TensorSpec tensorSpecOf(const Value& v) {
 // it with, so a dynamic program is costed at its example sizes.
 uint64_t perSampleBytes(const Value& v) {
   if (!v.meta) return 0;
-  const ir::DTypeInfo* d = ir::dtypeInfo(v.meta->dtype);
+  const support::DType* d = support::dtypeFromCode(v.meta->dtype);
   uint64_t n = static_cast<uint64_t>(d->itemSize);
   for (size_t i = 1; i < v.meta->sizes.size(); ++i) {
     std::optional<int64_t> size = v.meta->sizes[i].example();
@@ -54,16 +55,6 @@ uint64_t perSampleBytes(const Value& v) {
 }
 
 namespace {
-
-bool isHeavy(const ir::Node& n) {
-  static const char* kHeavy[] = {"aten.linear.", "aten.matmul.", "aten.mm.", "aten.bmm.", "aten.addmm.",
-                                 "aten.baddbmm.", "aten.conv", "aten.scaled_dot_product_attention.",
-                                 "aten._scaled_dot_product", "aten.embedding.", "aten.einsum."};
-  std::string op = n.opName();
-  for (const char* h : kHeavy)
-    if (op.rfind(h, 0) == 0) return true;
-  return false;
-}
 
 const char* liftedKind(ir::InputKind k) {
   switch (k) {
@@ -214,7 +205,7 @@ class Carver {
       size_t i = stack.back();
       stack.pop_back();
       const ir::Node& n = *g_.nodes[i];
-      if (passes::changesState(n) || isHeavy(n)) return {};
+      if (ir::changesState(n) || ir::isComputeHeavy(n)) return {};
       slice.push_back(i);
       if (slice.size() > opt_.maxRecomputeNodes) return {};
       n.forEachInputValue([&](Value* in) {

@@ -4,21 +4,12 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "ir/op_traits.h"
 #include "support/error.h"
 
 namespace pipecut::partition {
 
 namespace {
-
-// The operator's name without namespace prefix and overload: "mm" for
-// "torch.ops.aten.mm.default". Empty for anything that is not an ATen op.
-std::string atenBase(const ir::Node& n) {
-  constexpr std::string_view kPrefix = "torch.ops.aten.";
-  std::string_view t = n.target;
-  if (t.substr(0, kPrefix.size()) != kPrefix) return "";
-  t.remove_prefix(kPrefix.size());
-  return std::string(t.substr(0, t.find('.')));
-}
 
 int64_t sizeOf(const ir::SymInt& s, const ir::Node& n) {
   if (auto v = s.example()) return *v;
@@ -135,7 +126,7 @@ double nodeFlops(const ir::Node& n) {
       for (const auto& inner : g->nodes) total += nodeFlops(*inner);
     return total;
   }
-  const std::string op = atenBase(n);
+  const std::string op(ir::atenOp(n));
   if (op.empty() || movementOps().count(op)) return 0;
   if (op == "mm" || op == "bmm") return 2 * outputNumel(n) * contracted(firstTensor(n, {"mat2"}), n);
   if (op == "addmm") return 2 * outputNumel(n) * contracted(firstTensor(n, {"mat2"}), n) + outputNumel(n);

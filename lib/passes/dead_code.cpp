@@ -5,6 +5,8 @@
 #include <unordered_set>
 
 #include "passes/pass_manager.h"
+#include "ir/graph_edit.h"
+#include "ir/op_traits.h"
 
 namespace pipecut::passes {
 
@@ -41,7 +43,7 @@ bool sweep(ir::Graph& g, TopLevel* top = nullptr) {
   for (size_t i = g.nodes.size(); i-- > 0;) {
     ir::prefetchWalk(g, i, -1);
     const ir::Node& n = *g.nodes[i];
-    bool used = hasSideEffects(n);
+    bool used = ir::hasSideEffects(n);
     n.forEachOutputValue([&](ir::Value* v) { used |= isLive(v); });
     if (!used) continue;
     keep[i] = true;
@@ -87,7 +89,7 @@ Pass deadCodePass() {
       anyDropped |= drop[i];
     }
     if (anyDropped) {
-      dropInputs(p, drop, /*pruneValues=*/false);
+      ir::dropInputs(p, drop, /*pruneValues=*/false);
       changed = true;
     }
     // Numbered by the sweep; nothing added or removed a value since.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/state.h"
+#include "ir/graph_edit.h"
 #include "passes/pass_manager.h"
 
 namespace pipecut::passes {
@@ -57,12 +58,12 @@ Pass dedupeAttributesPass(SameConstantFn sameConstant, ConstantKeyFn constantKey
         if (bucket) bucket->push_back(i);
         continue;
       }
-      replaceAllUses(p, s.arg.value(), p.inputSpecs[keepIndex].arg.value());
+      ir::replaceAllUses(p, s.arg.value(), p.inputSpecs[keepIndex].arg.value());
       drop[i] = true;
       changed = true;
     }
     if (!changed) return false;
-    dropInputs(p, drop);
+    ir::dropInputs(p, drop);
     return true;
   }};
 }

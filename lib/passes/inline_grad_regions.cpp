@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ir/clone.h"
+#include "passes/pass_manager.h"
 #include "support/error.h"
 
 namespace pipecut::passes {
@@ -85,6 +86,10 @@ size_t inlineGradRegions(ir::Program& p) {
   for (auto& spec : p.outputSpecs) spec.arg.forEachRef(rewrite);
   g.pruneValues();
   return inlined;
+}
+
+Pass inlineGradRegionsPass() {
+  return {"inline-grad-regions", [](ir::Program& p) { return inlineGradRegions(p) > 0; }};
 }
 
 }  // namespace pipecut::passes

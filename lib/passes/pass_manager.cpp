@@ -46,36 +46,10 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& o) {
   if (o.moduleContiguous) pm.add(moduleContiguousPass());
 }
 
-void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to) {
-  auto fix = [&](ir::Argument& a) {
-    a.forEachRef([&](ir::Ref& r) {
-      if (r.value == from) r.value = to;
-    });
-  };
-  // Nested graphs are closed scopes: a parent value is never used inside them.
-  for (auto& n : p.graph.nodes)
-    for (auto& in : n->inputs) fix(in.arg);
-  for (auto& out : p.graph.outputs) fix(out);
-  for (auto& s : p.outputSpecs) fix(s.arg);
-  for (auto& s : p.inputSpecs)
-    if (s.kind == ir::InputKind::UserInput) fix(s.arg);
-}
-
-}  // namespace pipecut::passes
-
-namespace pipecut::passes {
-
-void dropInputs(ir::Program& p, const std::vector<bool>& drop, bool pruneValues) {
-  std::vector<ir::InputSpec> specs;
-  std::vector<ir::Argument> inputs;
-  for (size_t i = 0; i < p.inputSpecs.size(); ++i) {
-    if (drop[i]) continue;
-    specs.push_back(std::move(p.inputSpecs[i]));
-    inputs.push_back(std::move(p.graph.inputs[i]));
-  }
-  p.inputSpecs = std::move(specs);
-  p.graph.inputs = std::move(inputs);
-  if (pruneValues) p.graph.pruneValues();
+void addNativeRtPipeline(PassManager& pm, bool verifyEach) {
+  pm.setVerifyEach(verifyEach);
+  pm.add(inlineGradRegionsPass());
+  pm.add(unrollStaticMapsPass());  // after inlining: maps inside inlined regions are top level then
 }
 
 }  // namespace pipecut::passes

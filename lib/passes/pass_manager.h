@@ -51,6 +51,8 @@ Pass topologicalOrderPass();
 Pass deadCodePass();
 Pass dedupeAttributesPass(SameConstantFn sameConstant = nullptr, ConstantKeyFn constantKey = nullptr);
 Pass moduleContiguousPass();
+Pass inlineGradRegionsPass();   // passes/inline_grad_regions.h says what it does
+Pass unrollStaticMapsPass();    // passes/unroll_map.h
 
 struct NormalizeOptions {
   bool moduleContiguous = false;
@@ -61,12 +63,9 @@ struct NormalizeOptions {
 // placeholder-order, topological-order, dedupe-attributes, dead-code[, module-contiguous]
 void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 
-// Helpers shared by passes.
-void replaceAllUses(ir::Program& p, ir::Value* from, ir::Value* to);
-bool hasSideEffects(const ir::Node& node);  // must not be removed (mutation, RNG, assertions)
-bool changesState(const ir::Node& node);    // must not be duplicated (mutation, RNG); assertions may be
-// Removes the placeholders (and their signature entries) marked in `drop`;
-// with pruneValues false, leaves their values to the caller.
-void dropInputs(ir::Program& p, const std::vector<bool>& drop, bool pruneValues = true);
+// What a stage program for LibTorch's NativeRT needs (split
+// --inline-grad-regions): the higher-order ops it refuses that an
+// inference-only stage may rewrite. inline-grad-regions, unroll-static-maps.
+void addNativeRtPipeline(PassManager& pm, bool verifyEach);
 
 }  // namespace pipecut::passes

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ir/clone.h"
+#include "passes/pass_manager.h"
 #include "support/error.h"
 
 namespace pipecut::passes {
@@ -122,6 +123,10 @@ size_t unrollStaticMaps(ir::Program& p) {
   g.nodes = std::move(nodes);
   if (unrolled) g.pruneValues();
   return unrolled;
+}
+
+Pass unrollStaticMapsPass() {
+  return {"unroll-static-maps", [](ir::Program& p) { return unrollStaticMaps(p) > 0; }};
 }
 
 }  // namespace pipecut::passes

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/error.h"
+#include "support/dtypes.h"
 
 namespace pipecut::pt2::json {
 
@@ -199,7 +200,7 @@ ir::TensorMeta tensorMeta(Element j, const Path& w) {
   ir::TensorMeta m;
   int64_t dtype = integer(field(j, "dtype", w), w["dtype"]);
   m.dtype = dtype < 0 || dtype > 255 ? -1 : static_cast<int>(dtype);
-  if (!ir::dtypeInfo(m.dtype)) fail(w["dtype"], "unknown dtype code " + std::to_string(dtype));
+  if (!support::dtypeFromCode(m.dtype)) fail(w["dtype"], "unknown dtype code " + std::to_string(dtype));
   {
     Path ws = w["sizes"];
     size_t i = 0;

@@ -13,6 +13,7 @@
 #include "ir/ir.h"
 #include "pt2/pickle_check.h"
 #include "support/error.h"
+#include "support/dtypes.h"
 
 namespace pipecut::pt2 {
 
@@ -49,7 +50,7 @@ std::set<std::string> parameterNames(const ArchiveReader& a, const std::string& 
 
 Json tensorMeta(const at::Tensor& t, const std::string& file, const std::string& where) {
   std::string name = c10::getDtypeNames(t.scalar_type()).first;
-  const ir::DTypeInfo* d = ir::dtypeFromTorchName(name);
+  const support::DType* d = support::dtypeFromTorchName(name);
   if (!d) throw Error(ErrorKind::InvalidInput, file, where, "dtype " + name + " has no .pt2 schema code");
   Json sizes = Json::array(), strides = Json::array();
   for (int64_t s : t.sizes()) sizes.push_back({{"as_int", s}});

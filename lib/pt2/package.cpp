@@ -13,6 +13,7 @@
 #include "support/phase_times.h"
 #include "support/staging.h"
 #include "support/zip_directory.h"
+#include "support/dtypes.h"
 
 namespace pipecut::pt2 {
 
@@ -30,7 +31,7 @@ ir::Json StoredTensor::entry() const { return Json::parse(entryJson); }
 uint64_t StoredTensor::logicalBytes() const {
   if (!meta) return 0;
   auto n = meta->numel();
-  const ir::DTypeInfo* d = ir::dtypeInfo(meta->dtype);
+  const support::DType* d = support::dtypeFromCode(meta->dtype);
   if (!n || !d) return 0;
   return static_cast<uint64_t>(*n) * static_cast<uint64_t>(d->itemSize);
 }

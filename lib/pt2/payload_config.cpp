@@ -2,13 +2,14 @@
 
 #include "pt2/json_reader.h"
 #include "support/error.h"
+#include "support/dtypes.h"
 
 namespace pipecut::pt2 {
 
 using ir::Json;
 
 std::optional<uint64_t> requiredStorageBytes(const ir::TensorMeta& m) {
-  const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
+  const support::DType* d = support::dtypeFromCode(m.dtype);
   if (!d || m.storageOffset.isExpr || m.strides.size() != m.sizes.size()) return std::nullopt;
   // 128-bit arithmetic: sizes and strides are each below 2^63, so one product
   // fits, and a running sum of such products is checked after every step.
@@ -58,7 +59,7 @@ std::vector<PayloadEntry> parsePayloadConfig(std::string_view text, const std::s
       if (json::find(e, "tensor_meta", metaJson)) {
         t.meta = json::tensorMeta(metaJson, w["tensor_meta"]);
         const ir::TensorMeta& m = *t.meta;
-        const ir::DTypeInfo* d = ir::dtypeInfo(m.dtype);
+        const support::DType* d = support::dtypeFromCode(m.dtype);
         std::string where = t.record + " ('" + t.fqn + "')";
         if (!t.usePickle) {
           if (*have % static_cast<uint64_t>(d->itemSize) != 0)

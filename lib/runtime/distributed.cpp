@@ -21,6 +21,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "emit/dtypes.h"
 #include "manifest/manifest.h"
 #include "runtime/inputs.h"
 #include "support/error.h"
@@ -311,7 +312,7 @@ void DistContext::releaseIssuer() {
 
 DistContext::Shape DistContext::shapeOf(const TensorSpec& spec) {
   Shape s;
-  auto dtype = scalarTypeFromName(spec.dtype);
+  auto dtype = emit::scalarTypeFromTorchName(spec.dtype);
   s.known = dtype.has_value();
   if (dtype) s.dtype = *dtype;
   for (const auto& d : spec.shape) {

@@ -29,6 +29,7 @@
 
 #include <ATen/ATen.h>
 
+#include "emit/dtypes.h"
 #include "manifest/directory.h"
 #include "manifest/verify.h"
 #include "runtime/clock.h"
@@ -148,7 +149,7 @@ class Generation {
     } else {
       channels_ = std::make_unique<LocalStepChannels>();
     }
-    try {
+    return runAsRank(session_.get(), [&] {
       loadStages();
       setIntraOpThreads(o_.session.threads, localWorkers_.size());
       trace_.reset(rank_, !o_.session.tracePath.empty());
@@ -158,13 +159,8 @@ class Generation {
       for (auto& t : threads) t.join();
       t1_ = Clock::now();
       if (failed_) std::rethrow_exception(error_);
-      GenerateReport r = report();
-      if (session_) session_->finish();
-      return r;
-    } catch (const std::exception& e) {
-      if (session_) session_->fail(e);
-      throw;
-    }
+      return report();
+    });
   }
 
  private:
@@ -425,7 +421,7 @@ class Generation {
   WireSpec wireSpec(const Edge& e, int64_t length) const {
     const TensorSpec& t = m_.stages[e.producer].outputs[e.output].tensor;
     WireSpec w;
-    w.dtype = scalarTypeFromName(t.dtype).value_or(at::kFloat);
+    w.dtype = emit::scalarTypeFromTorchName(t.dtype).value_or(at::kFloat);
     for (const auto& d : t.shape) w.sizes.push_back(d.symbol.empty() ? d.size : length);
     return w;
   }

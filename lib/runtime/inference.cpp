@@ -65,7 +65,7 @@ class Engine {
                                                inferenceIdentity(o_, manifestSha256_, stageRank_, backend_));
       dist_ = &session_->dist();
     }
-    try {
+    return runAsRank(session_.get(), [&] {
       loadStages();
       setIntraOpThreads(o_.session.threads, local_.size());
       loadInputs();
@@ -73,14 +73,8 @@ class Engine {
       if (o_.warmup > 0) runIterations(o_.warmup);
       resetMemoryStats();
       runIterations(o_.iterations);
-      RunReport r = report();
-      if (session_) session_->finish();
-      return r;
-    } catch (const std::exception& e) {
-      // The stage threads are joined: the failure unwinds as a typed error.
-      if (session_) session_->fail(e);
-      throw;
-    }
+      return report();
+    });
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "emit/dtypes.h"
 #include "manifest/shapes.h"
 #include "runtime/tensor_io.h"
 #include "support/error.h"
@@ -14,7 +15,7 @@ namespace pipecut::runtime {
 namespace {
 
 at::ScalarType dtypeOf(const std::string& name, const std::string& where) {
-  if (auto t = scalarTypeFromName(name)) return *t;
+  if (auto t = emit::scalarTypeFromTorchName(name)) return *t;
   invalidInput(where, "unsupported input dtype '" + name + "'");
 }
 
@@ -33,16 +34,6 @@ void flattenInto(const c10::IValue& v, std::vector<at::Tensor>& out, const std::
 }
 
 }  // namespace
-
-std::optional<at::ScalarType> scalarTypeFromName(const std::string& name) {
-  static const std::pair<const char*, at::ScalarType> kTypes[] = {
-      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
-      {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},  {"int8", at::kChar},
-      {"uint8", at::kByte},    {"bool", at::kBool}};
-  for (const auto& [n, t] : kTypes)
-    if (name == n) return t;
-  return std::nullopt;
-}
 
 std::vector<at::Tensor> loadInputs(const std::string& path, const Manifest& m) {
   std::vector<at::Tensor> inputs;

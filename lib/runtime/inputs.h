@@ -1,6 +1,5 @@
 #pragma once
 // Where a run's user inputs come from, and how a batch becomes micro-batches.
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,9 +8,6 @@
 #include "manifest/manifest.h"
 
 namespace pipecut::runtime {
-
-// "float32" -> at::kFloat, ... (the manifest's dtype names); nullopt if unknown.
-std::optional<at::ScalarType> scalarTypeFromName(const std::string& name);
 
 // Flat user inputs in manifest order, from: a reference file (.safetensors,
 // keys input.<i>), or a torch.save'd tuple / list / dict (keyed by input name)

@@ -33,6 +33,22 @@ class RankSession {
   std::unique_ptr<DistContext> dist_;
 };
 
+// A mode's work (set-up through its report) as this rank's run: finish once
+// it returns, fail when it throws (the mode's threads are joined by then, so
+// the failure unwinds as a typed error). Without a session (one process) the
+// work just runs.
+template <class Work>
+auto runAsRank(RankSession* session, Work&& work) -> decltype(work()) {
+  try {
+    auto report = work();
+    if (session) session->finish();
+    return report;
+  } catch (const std::exception& e) {
+    if (session) session->fail(e);
+    throw;
+  }
+}
+
 // Sets the intra-op threads of this process's workers: `requested` when
 // given, else the machine's cores divided among its workers (`localWorkers`:
 // stages in inference, training workers) and the processes of this machine

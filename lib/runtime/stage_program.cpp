@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit/dtypes.h"
 #include "emit/libtorch_version.h"
 #include "runtime/inputs.h"
 
@@ -50,7 +51,7 @@ void packageState(const Stage& st, const std::unordered_map<std::string, std::st
   for (size_t k = 0; k < st.state.size(); ++k) {
     const StageState& ss = st.state[k];
     const std::string where = "state[" + std::to_string(k) + "] '" + ss.name + "'";
-    const auto dtype = scalarTypeFromName(ss.tensor.dtype);
+    const auto dtype = emit::scalarTypeFromTorchName(ss.tensor.dtype);
     if (!dtype) throw Error(ErrorKind::InvalidInput, path, where, "unknown dtype '" + ss.tensor.dtype + "'");
     std::vector<int64_t> shape;
     for (const DimSpec& d : ss.tensor.shape) {

@@ -6,22 +6,11 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "emit/dtypes.h"
 #include "support/error.h"
 #include "support/safetensors.h"
 
 namespace pipecut::runtime {
-
-namespace {
-
-struct Code {
-  const char* name;
-  at::ScalarType type;
-};
-const Code kCodes[] = {{"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16},
-                       {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
-                       {"U8", at::kByte},    {"BOOL", at::kBool}};
-
-}  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> readSafetensors(const std::string& path,
                                                                 std::map<std::string, std::string>* metadata) {
@@ -37,11 +26,9 @@ std::vector<std::pair<std::string, at::Tensor>> readSafetensors(const std::strin
   if (metadata) *metadata = f.metadata;
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& e : f.tensors) {
-    const Code* code = nullptr;
-    for (const auto& c : kCodes)
-      if (e.dtype == c.name) code = &c;
-    if (!code) throw Error(ErrorKind::InvalidInput, path, e.key + ".dtype", "unsupported dtype '" + e.dtype + "'");
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(code->type));
+    const std::optional<at::ScalarType> type = emit::scalarTypeFromSafetensors(e.dtype);
+    if (!type) throw Error(ErrorKind::InvalidInput, path, e.key + ".dtype", "unsupported dtype '" + e.dtype + "'");
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(*type));
     if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + f.dataOffset + e.begin, e.end - e.begin);
     out.emplace_back(e.key, t);
   }
@@ -85,10 +72,9 @@ std::string writeSafetensors(const std::string& path, const std::vector<std::pai
   host.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
     at::Tensor c = host.emplace_back(t.detach().to(at::kCPU).contiguous());
-    const char* code = nullptr;
-    for (const auto& k : kCodes)
-      if (k.type == c.scalar_type()) code = k.name;
-    if (!code) internalError(path, "'" + name + "' has a dtype without a safetensors code");
+    const support::DType* d = emit::fromC10(c.scalar_type());
+    const char* code = d ? d->safetensors : "";
+    if (!*code) internalError(path, "'" + name + "' has a dtype without a safetensors code");
     refs.push_back({name, code, c.sizes().vec(), static_cast<const uint8_t*>(c.data_ptr()),
                     static_cast<uint64_t>(c.nbytes())});
   }

@@ -25,6 +25,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include "emit/dtypes.h"
 #include "manifest/checkpoint.h"
 #include "manifest/directory.h"
 #include "manifest/manifest.h"
@@ -91,7 +92,8 @@ class Trainer {
           trainingIdentity(o_, manifestSha256_, plan_.stageRank, backend_, trainScheduleName(o_.schedule)));
       dist_ = &session_->dist();
     }
-    try {
+    // One worker per process, this thread: nothing else waits on a peer.
+    return runAsRank(session_.get(), [&] {
       loadStages();
       if (!o_.loadCheckpoint.empty()) loadCheckpoint();
       loadData();
@@ -106,15 +108,8 @@ class Trainer {
       }
       t1_ = Clock::now();
       if (!o_.saveCheckpoint.empty()) saveCheckpoint();
-      TrainReport r = report();
-      if (session_) session_->finish();
-      return r;
-    } catch (const std::exception& e) {
-      // One worker per process, this thread: nothing else waits on a peer,
-      // so the failure unwinds to the CLI as a typed error (exit 5).
-      if (session_) session_->fail(e);
-      throw;
-    }
+      return report();
+    });
   }
 
  private:
@@ -137,7 +132,7 @@ class Trainer {
     if (m_.outputs.size() != 1) bad("this one returns " + std::to_string(m_.outputs.size()) + " outputs");
     const UserValue& out = m_.outputs[0];
     if (!out.tensor.shape.empty()) bad("its output '" + out.name + "' has " + std::to_string(out.tensor.shape.size()) + " dimensions");
-    auto dtype = scalarTypeFromName(out.tensor.dtype);
+    auto dtype = emit::scalarTypeFromTorchName(out.tensor.dtype);
     if (!dtype || !at::isFloatingType(*dtype)) bad("its output '" + out.name + "' is " + out.tensor.dtype);
     if (!out.source) bad("its output '" + out.name + "' is an input passed through");
     lossStage_ = out.source->stage;

@@ -5,6 +5,7 @@
 
 #include <c10/cuda/CUDAStream.h>
 
+#include "emit/dtypes.h"
 #include "runtime/exchange.h"
 #include "runtime/inputs.h"
 #include "support/error.h"
@@ -24,7 +25,7 @@ std::vector<TrainEdge> trainEdges(const Manifest& m) {
       e.consumer = st.index;
       e.input = k;
       e.tensor = st.inputs[k].tensor;
-      auto dtype = scalarTypeFromName(e.tensor.dtype);
+      auto dtype = emit::scalarTypeFromTorchName(e.tensor.dtype);
       e.carriesGradient = dtype && at::isFloatingType(*dtype);
       edges.push_back(std::move(e));
     }

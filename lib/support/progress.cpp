@@ -53,4 +53,13 @@ std::string humanBytes(double b) {
   return buf;
 }
 
+std::string humanBinaryBytes(uint64_t b) {
+  char buf[32];
+  if (b < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  else if (b < (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
+}
+
 }  // namespace pipecut::support

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -37,5 +38,8 @@ class ProgressLine {
 
 // "1.23 GB" / "512 MB" / "12 kB" (decimal units, as rates are usually quoted).
 std::string humanBytes(double bytes);
+// Sizes of things held (parameters, buffers): "512 B", "1.5 KiB", "3.2 MiB",
+// "1.25 GiB", powers of 1024.
+std::string humanBinaryBytes(uint64_t bytes);
 
 }  // namespace pipecut::support

@@ -7,6 +7,7 @@
 
 #include "support/error.h"
 #include "support/files.h"
+#include "support/dtypes.h"
 #include "support/little_endian.h"
 
 namespace pipecut::support {
@@ -18,12 +19,8 @@ constexpr uint64_t kMaxHeader = 100u << 20;
 }  // namespace
 
 int safetensorsItemSize(std::string_view code) {
-  static const std::pair<std::string_view, int> kSizes[] = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
-      {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}};
-  for (const auto& [c, n] : kSizes)
-    if (c == code) return n;
-  return 0;
+  const DType* d = dtypeFromSafetensors(code);
+  return d ? d->itemSize : 0;
 }
 
 std::string safetensorsInTheWay(const std::string& path, const std::string& format) {

@@ -25,7 +25,7 @@ struct SafetensorsFile {
   uint64_t dataOffset = 0;                   // where the data section starts in the file
 };
 
-// Item size of a safetensors dtype code this project reads; 0 if unknown.
+// Item size of a safetensors dtype code (support/dtypes.h); 0 if unknown.
 int safetensorsItemSize(std::string_view code);
 
 // Throws pipecut::Error (InvalidInput) with an empty file and `where` naming

@@ -3,6 +3,7 @@
 // first 8 bytes (see targets.h); the rest is the config JSON.
 #include "pt2/payload_config.h"
 #include "targets.h"
+#include "support/dtypes.h"
 
 namespace pipecut::fuzz {
 
@@ -31,7 +32,7 @@ int payload_config(const uint8_t* data, size_t size) {
     if (e.record.rfind(dir, 0) != 0) finding("entry '" + e.fqn + "': record '" + e.record + "' is outside " + dir);
     if (!recordSize(e.record)) finding("entry '" + e.fqn + "' names a missing record '" + e.record + "'");
     if (!e.meta || e.usePickle) continue;
-    const ir::DTypeInfo* d = ir::dtypeInfo(e.meta->dtype);
+    const support::DType* d = support::dtypeFromCode(e.meta->dtype);
     if (!d) finding("entry '" + e.fqn + "': accepted with unknown dtype " + std::to_string(e.meta->dtype));
     if (e.meta->strides.size() != e.meta->sizes.size()) finding("entry '" + e.fqn + "': accepted without strides");
     if (auto need = pt2::requiredStorageBytes(*e.meta); need && *need > recordBytes)

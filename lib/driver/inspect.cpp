@@ -1,0 +1,255 @@
+#include "driver/inspect.h"
+
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "driver/report.h"
+#include "ir/module_tree.h"
+#include "ir/verifier.h"
+#include "pt2/package.h"
+#include "pt2/program_json.h"
+#include "support/error.h"
+#include "support/progress.h"
+#include "support/dtypes.h"
+
+namespace pipecut::driver {
+
+namespace {
+
+using ir::Json;
+
+std::string argSummary(const ir::Argument& a) {
+  if (a.tag == ir::ArgTag::Graph) return "<graph " + a.name() + ">";
+  if (a.isValue()) return a.value()->name;
+  if (!a.literal.is_null()) return a.literal.dump();
+  return ir::argTagKey(a.tag);
+}
+
+struct Io {
+  std::string name, kind, dtype, shape;
+};
+
+Json ioJson(const Io& io) { return Json{{"name", io.name}, {"kind", io.kind}, {"dtype", io.dtype}, {"shape", io.shape}}; }
+
+Io describeValue(const ir::Argument& a, const std::string& kind) {
+  Io io;
+  io.kind = kind;
+  if (a.isValue()) {
+    io.name = a.value()->name;
+    if (a.value()->meta) {
+      io.dtype = support::dtypeFromCode(a.value()->meta->dtype)->torchName;
+      io.shape = a.value()->meta->shapeStr();
+    } else {
+      io.dtype = ir::valueKindName(a.value()->kind);
+    }
+  } else {
+    io.name = argSummary(a);
+    io.dtype = "constant";
+  }
+  return io;
+}
+
+struct Region {
+  std::string op, node, module, args;
+  size_t bodyNodes = 0;
+  int depth = 0;
+};
+
+void collect(const ir::Graph& g, int depth, std::map<std::string, size_t>& ops, std::vector<Region>& regions) {
+  for (const auto& n : g.nodes) {
+    ops[n->opName()]++;
+    if (!n->isHigherOrder()) continue;
+    Region r;
+    r.op = n->opName().substr(std::string("higher_order.").size());
+    r.node = n->label();
+    r.module = n->modulePath();
+    r.depth = depth;
+    std::string args;
+    for (const auto& in : n->inputs) {
+      if (in.arg.tag == ir::ArgTag::Graph) break;  // operands follow the body
+      if (!args.empty()) args += ", ";
+      args += argSummary(in.arg);
+    }
+    r.args = args;
+    for (const ir::Graph* sub : n->subgraphs()) r.bodyNodes += sub->nodeCountRecursive();
+    regions.push_back(r);
+    for (const ir::Graph* sub : n->subgraphs()) collect(*sub, depth + 1, ops, regions);
+  }
+}
+
+void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const support::Destination& dst) {
+  const ir::Graph& g = pkg.program.graph;
+  std::map<std::string, std::vector<const ir::Node*>> byModule;
+  for (const auto& n : g.nodes) byModule[n->modulePath()].push_back(n.get());
+  std::ostringstream os;
+  os << driver::kDotMarker << "digraph program {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
+  std::set<const ir::Value*> userInputs;
+  for (const auto& s : pkg.program.inputSpecs)
+    if (s.kind == ir::InputKind::UserInput && s.arg.isValue()) {
+      userInputs.insert(s.arg.value());
+      os << "  " << dotQuoted("in:" + s.arg.value()->name) << " [shape=ellipse, label=" << dotQuoted(s.arg.value()->name) << "];\n";
+    }
+  int cluster = 0;
+  std::function<void(const ir::ModuleInfo&, int)> emit = [&](const ir::ModuleInfo& m, int indent) {
+    std::string pad(static_cast<size_t>(indent) * 2, ' ');
+    bool isRoot = m.path.empty();
+    if (!isRoot) {
+      os << pad << "subgraph cluster_" << cluster++ << " {\n" << pad << "  label="
+         << dotQuoted(m.path + (m.type.empty() ? "" : " (" + m.type.substr(m.type.rfind('.') + 1) + ")")) << ";\n";
+    }
+    for (const ir::Node* n : byModule[m.path]) {
+      os << pad << "  " << dotQuoted(n->label()) << " [label=" << dotQuoted(n->label() + "\\n" + n->opName());
+      if (n->isHigherOrder()) os << ", style=filled, fillcolor=lightyellow";
+      os << "];\n";
+    }
+    for (const auto& c : m.children) emit(tree.modules().at(c), indent + 1);
+    if (!isRoot) os << pad << "}\n";
+  };
+  emit(tree.root(), 0);
+  for (const auto& n : g.nodes) {
+    std::set<std::string> seen;
+    n->forEachInputValue([&](ir::Value* v) {
+      std::string from;
+      if (v->producer) from = v->producer->label();
+      else if (userInputs.count(v)) from = "in:" + v->name;
+      else return;
+      if (seen.insert(from).second) os << "  " << dotQuoted(from) << " -> " << dotQuoted(n->label()) << ";\n";
+    });
+  }
+  os << "  out [shape=ellipse, label=\"outputs\"];\n";
+  for (const auto& o : g.outputs)
+    o.forEachValue([&](ir::Value* v) {
+      if (v->producer) os << "  " << dotQuoted(v->producer->label()) << " -> out;\n";
+    });
+  os << "}\n";
+  support::writeFileStaged(dst, [&](const support::ByteSink& sink) {
+    std::string text = os.str();
+    sink(text.data(), text.size());
+  });
+}
+
+}  // namespace
+
+void inspect(const InspectRequest& o, std::ostream& os) {
+  const support::Destination dot = driver::dotDestination(o.dotFile, {o.model}, o.force);
+  if (!o.dotFile.empty()) support::checkDestination(dot);
+  pt2::Package pkg = pt2::readPackage(o.model);
+  const ir::Program& p = pkg.program;
+
+  std::vector<Io> inputs, outputs;
+  uint64_t paramBytes = 0, bufferBytes = 0, constantBytes = 0;
+  size_t nParams = 0, nBuffers = 0, nConstants = 0;
+  auto bytesOf = [&](const std::string& fqn) { return pkg.tensorBytes(fqn); };
+  for (const auto& s : p.inputSpecs) {
+    switch (s.kind) {
+      case ir::InputKind::UserInput: inputs.push_back(describeValue(s.arg, "user_input")); break;
+      case ir::InputKind::ConstantInput: inputs.push_back(Io{s.target, "constant_input", "constant", s.constantValue.dump()}); break;
+      case ir::InputKind::Parameter: ++nParams; paramBytes += bytesOf(s.target); break;
+      case ir::InputKind::Buffer: ++nBuffers; bufferBytes += bytesOf(s.target); break;
+      case ir::InputKind::TensorConstant: ++nConstants; constantBytes += bytesOf(s.target); break;
+      default: break;
+    }
+  }
+  for (const auto& s : p.outputSpecs) outputs.push_back(describeValue(s.arg, ir::outputKindKey(s.kind)));
+
+  std::map<std::string, size_t> ops;
+  std::vector<Region> regions;
+  collect(p.graph, 0, ops, regions);
+  ir::ModuleTree tree;
+  try {
+    tree = ir::ModuleTree::build(p, pkg.liftedTensorBytes());
+  } catch (const Error& e) {
+    e.rethrowWithFile(o.model);
+  }
+
+  std::string verified = "ok";
+  try {
+    ir::verify(p);
+  } catch (const Error& e) {
+    verified = e.what();
+  }
+  std::string dialect = p.verifiers.is_array() && !p.verifiers.empty() ? p.verifiers[0].get<std::string>() : "";
+
+  if (!o.dotFile.empty()) writeDot(pkg, tree, dot);
+
+  if (o.json) {
+    Json j;
+    j["file"] = o.model;
+    j["torch_version"] = p.torchVersion;
+    j["schema_version"] = Json{{"major", p.schemaMajor}, {"minor", p.schemaMinor}};
+    j["dialect"] = dialect;
+    j["inputs"] = Json::array();
+    for (const auto& io : inputs) j["inputs"].push_back(ioJson(io));
+    j["outputs"] = Json::array();
+    for (const auto& io : outputs) j["outputs"].push_back(ioJson(io));
+    // Dynamic dimensions: the sizes export allows each symbol (null: unbounded).
+    j["symbols"] = Json::object();
+    if (p.rangeConstraints.is_object())
+      for (const auto& [sym, r] : p.rangeConstraints.items())
+        j["symbols"][sym] = r.is_object() ? Json{{"min", r.value("min_val", Json())}, {"max", r.value("max_val", Json())}}
+                                          : Json{{"min", nullptr}, {"max", nullptr}};
+    j["parameters"] = Json{{"count", nParams}, {"bytes", paramBytes}};
+    j["buffers"] = Json{{"count", nBuffers}, {"bytes", bufferBytes}};
+    j["constants"] = Json{{"count", nConstants}, {"bytes", constantBytes}};
+    j["nodes"] = Json{{"top_level", p.graph.nodes.size()}, {"total", p.graph.nodeCountRecursive()}};
+    j["verified"] = verified;
+    j["operators"] = Json::object();
+    for (const auto& [op, n] : ops) j["operators"][op] = n;
+    j["higher_order_regions"] = Json::array();
+    for (const auto& r : regions)
+      j["higher_order_regions"].push_back(Json{{"op", r.op}, {"node", r.node}, {"module", r.module},
+                                               {"args", r.args}, {"body_nodes", r.bodyNodes}, {"depth", r.depth}});
+    j["modules"] = Json::array();
+    for (const auto& [m, depth] : tree.preorder())
+      j["modules"].push_back(Json{{"path", m->path}, {"type", m->type}, {"depth", depth},
+                                  {"nodes", m->totalNodes}, {"own_nodes", m->ownNodes},
+                                  {"param_bytes", m->totalParamBytes}, {"own_param_bytes", m->ownParamBytes}});
+    os << j.dump(2) << "\n";
+    return;
+  }
+
+  os << o.model << "\n";
+  os << "  torch " << p.torchVersion << ", schema " << p.schemaMajor << "." << p.schemaMinor;
+  if (!dialect.empty()) os << ", dialect " << dialect;
+  os << "\n  inputs:\n";
+  for (const auto& io : inputs) os << "    " << io.name << "  " << io.dtype << " " << io.shape << "\n";
+  os << "  outputs:\n";
+  for (const auto& io : outputs)
+    os << "    " << io.name << "  " << io.dtype << " " << io.shape << (io.kind == "user_output" ? "" : "  (" + io.kind + ")") << "\n";
+  if (p.rangeConstraints.is_object() && !p.rangeConstraints.empty()) {
+    os << "  symbols:\n";
+    for (const auto& [sym, r] : p.rangeConstraints.items()) {
+      auto bound = [&](const char* key, const char* none) {
+        const Json& b = r.is_object() && r.contains(key) ? r[key] : Json();
+        return b.is_number() ? b.dump() : std::string(none);
+      };
+      os << "    " << sym << "  [" << bound("min_val", "-inf") << ", " << bound("max_val", "inf") << "]\n";
+    }
+  }
+  os << "  parameters: " << nParams << " (" << support::humanBinaryBytes(paramBytes) << "), buffers: " << nBuffers << " ("
+     << support::humanBinaryBytes(bufferBytes) << "), constants: " << nConstants << " (" << support::humanBinaryBytes(constantBytes) << ")\n";
+  os << "  nodes: " << p.graph.nodeCountRecursive() << " (" << p.graph.nodes.size() << " top level); verified: "
+     << verified << "\n";
+  os << "  operators:\n";
+  for (const auto& [op, n] : ops) os << "    " << op << "  " << n << "\n";
+  if (!regions.empty()) {
+    os << "  higher-order regions:\n";
+    for (const auto& r : regions)
+      os << "    " << std::string(static_cast<size_t>(r.depth) * 2, ' ') << r.op << "(" << r.args << ") node '" << r.node
+         << "' in " << (r.module.empty() ? "(root)" : r.module) << ": " << r.bodyNodes << " nodes\n";
+  }
+  os << "  modules (nodes, parameter bytes):\n";
+  for (const auto& [m, depth] : tree.preorder()) {
+    std::string type = m->type.empty() ? "" : m->type.substr(m->type.rfind('.') + 1);
+    os << "    " << std::string(static_cast<size_t>(depth) * 2, ' ') << (m->path.empty() ? "(root)" : m->path);
+    if (!type.empty()) os << " " << type;
+    os << "  nodes " << m->totalNodes << "  params " << m->totalParamBytes << " B";
+    if (m->totalParamBytes >= 1024) os << " (" << support::humanBinaryBytes(m->totalParamBytes) << ")";
+    os << "\n";
+  }
+}
+
+}  // namespace pipecut::driver
