@@ -97,6 +97,17 @@ print(f"step 1 loss {got}, eager reference {ref}")
 sys.exit(0 if math.isclose(got, ref, rel_tol=1e-5) else 1)
 PY
 
+# Generation: greedy tokens of the KV-cache Llama cut in 2, as the CPU
+# reference (testdata/generate, made by transformers' generate).
+echo '{"split_points": {"model.model.layers.2": "BEGINNING"}}' >"$out/gen.json"
+"$prefix/bin/pipecut" split "$src/testdata/generate/llama_kv.pt2" --spec "$out/gen.json" -o "$out/gen2" -q \
+  >"$out/split_gen.log" 2>&1 || { echo "FAIL: cannot split llama_kv"; cat "$out/split_gen.log"; }
+expect 0 "generation" -- env -u LD_LIBRARY_PATH "$example" "$out/gen2" --generate "$src/testdata/generate/prompts.jsonl" \
+  --max-new-tokens 12 --check-tokens "$src/testdata/generate/llama_kv.greedy.jsonl"
+echo "$LAST_LOG" | grep -v '^  stage [0-9]*:'
+contains "generation report" "generate: 2 stages, "
+contains "tokens as the reference" "check tokens: ok"
+
 # Refusals: exit 2, naming what is at fault.
 expect 2 "no such directory" -- "$example" "$out/no_such_split"
 contains "names the path" "run_split: error: $out/no_such_split: is not a split directory"

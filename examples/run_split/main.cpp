@@ -1,9 +1,11 @@
 // run_split: opens a split directory with libpipecut, then runs inference
-// through its stages (or, with --train, training steps) and prints the
-// report. A consumer of the installed package (examples/run_split/README.md).
+// through its stages (or, with --train, training steps; with --generate,
+// greedy decoding of a split LLM) and prints the report. A consumer of the
+// installed package (examples/run_split/README.md).
 //
 //   run_split DIR [--inputs F.safetensors] [--check REF.safetensors] [-m N] [--iterations N]
 //   run_split DIR --train DATA.safetensors [--steps N] [-m N]
+//   run_split DIR --generate PROMPTS.jsonl [--max-new-tokens N] [--check-tokens REF.jsonl]
 //
 // Without --inputs it runs random inputs. Exit codes as pipecut-run's
 // (docs/exit-codes.md): 0 ok, 1 usage, 2 invalid input, 3 a bug, 4 --check
@@ -21,7 +23,8 @@ namespace {
 int usage(const std::string& why) {
   std::cerr << "run_split: " << why << "\n"
             << "usage: run_split DIR [--inputs F] [--check REF] [-m N] [--iterations N]\n"
-            << "       run_split DIR --train DATA [--steps N] [-m N]\n";
+            << "       run_split DIR --train DATA [--steps N] [-m N]\n"
+            << "       run_split DIR --generate PROMPTS [--max-new-tokens N] [--check-tokens REF]\n";
   return 1;
 }
 
@@ -50,8 +53,8 @@ void printStages(const std::vector<pipecut::runtime::StageStats>& stats) {
 int main(int argc, char** argv) {
   namespace rt = pipecut::runtime;
   if (argc < 2) return usage("no split directory given");
-  std::string dir = argv[1], inputs, check, trainData;
-  int microbatches = 1, iterations = 1, steps = 1;
+  std::string dir = argv[1], inputs, check, trainData, prompts, checkTokens;
+  int microbatches = 1, iterations = 1, steps = 1, maxNewTokens = 16;
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return usage(flag + " needs a value");
@@ -60,6 +63,9 @@ int main(int argc, char** argv) {
       if (flag == "--inputs") inputs = value;
       else if (flag == "--check") check = value;
       else if (flag == "--train") trainData = value;
+      else if (flag == "--generate") prompts = value;
+      else if (flag == "--check-tokens") checkTokens = value;
+      else if (flag == "--max-new-tokens") maxNewTokens = std::stoi(value);
       else if (flag == "-m") microbatches = std::stoi(value);
       else if (flag == "--iterations") iterations = std::stoi(value);
       else if (flag == "--steps") steps = std::stoi(value);
@@ -73,6 +79,27 @@ int main(int argc, char** argv) {
     // The directory first: both manifests, every stage file's digest.
     const rt::SplitInfo split = rt::openSplit(dir);
     printSplit(split);
+
+    if (!prompts.empty()) {
+      rt::GenerateOptions o;
+      o.session.dir = dir;
+      o.session.verifyHashes = false;
+      o.session.expectManifestSha256 = split.manifestSha256;
+      o.promptsPath = prompts;
+      o.maxNewTokens = maxNewTokens;
+      o.checkTokensPath = checkTokens;
+      const rt::GenerateReport r = rt::runGeneration(o);
+      std::cout << "generate: " << r.stages << " stages, " << r.slots << " slots, " << r.sequences << " sequences, "
+                << r.generatedTokens << " tokens in " << r.wallMs << " ms: " << r.decodeTokensPerSecond
+                << " decode tokens/s\n";
+      printStages(r.stageStats);
+      if (r.checked) {
+        std::cout << "check tokens: " << (r.checkOk ? "ok" : "FAILED")
+                  << (r.checkMessage.empty() ? "" : ": " + r.checkMessage) << "\n";
+        if (!r.checkOk) return 4;
+      }
+      return 0;
+    }
 
     if (!trainData.empty()) {
       rt::TrainOptions o;
