@@ -28,6 +28,9 @@ constexpr std::array<std::string_view, 18> kEffectfulAten = {
 constexpr std::array<std::string_view, 9> kHeavyAten = {
     "linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "scaled_dot_product_attention", "embedding", "einsum"};
 
+// A name ending in one '_' ("add_"; not a dunder like "__and__").
+bool inPlaceName(std::string_view op) { return op.size() > 1 && op.ends_with('_') && !op.ends_with("__"); }
+
 template <size_t N>
 bool among(std::string_view s, const std::array<std::string_view, N>& names) {
   for (auto n : names)
@@ -53,7 +56,7 @@ bool effects(const Node& n, bool countAssertions) {
   }
   if (t->ns == "higher_order") return among(t->op, kPureHigherOrder) ? !subgraphsPure(n, countAssertions) : true;
   if (t->ns != "aten") return true;  // custom ops: effects unknown, keep them
-  if (isInPlace(n)) return true;
+  if (inPlaceName(t->op)) return true;
   if (t->overload.starts_with("out")) return true;
   if (among(t->op, kEffectfulAten)) return true;
   if (among(t->op, kAssertions)) return countAssertions;
@@ -76,10 +79,7 @@ std::optional<OpTarget> parseOpTarget(std::string_view target) {
   return t;
 }
 
-bool isInPlace(const Node& n) {
-  std::string_view op = atenOp(n);
-  return op.size() > 1 && op.ends_with('_') && !op.ends_with("__");
-}
+bool isInPlace(const Node& n) { return inPlaceName(atenOp(n)); }
 
 std::string_view atenOp(const Node& n) {
   std::optional<OpTarget> t = parseOpTarget(n.target);

@@ -15,9 +15,9 @@
 #include "manifest.pb.h"
 #include "ir/ir.h"
 #include "manifest/manifest.h"
+#include "support/dtypes.h"
 #include "support/error.h"
 #include "support/files.h"
-#include "support/dtypes.h"
 
 namespace pipecut {
 namespace {

@@ -4,9 +4,9 @@
 // their signature entries, so their weights leave the package as well).
 #include <unordered_set>
 
-#include "passes/pass_manager.h"
 #include "ir/graph_edit.h"
 #include "ir/op_traits.h"
+#include "passes/pass_manager.h"
 
 namespace pipecut::passes {
 

@@ -10,8 +10,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ir/state.h"
 #include "ir/graph_edit.h"
+#include "ir/state.h"
 #include "passes/pass_manager.h"
 
 namespace pipecut::passes {

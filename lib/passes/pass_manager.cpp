@@ -1,7 +1,6 @@
 #include "passes/pass_manager.h"
 
 #include <chrono>
-#include <unordered_map>
 
 #include "ir/verifier.h"
 #include "support/error.h"

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/dtypes.h"
 #include "support/error.h"
 #include "support/files.h"
-#include "support/dtypes.h"
 #include "support/little_endian.h"
 
 namespace pipecut::support {
