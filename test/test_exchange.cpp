@@ -1,17 +1,25 @@
 // runtime/exchange.h: rank 0's output sink (what it keeps of each
-// micro-batch) and the mailbox both executors receive into.
+// micro-batch) and the mailbox both executors receive into; and
+// runtime/output_drain.h, which lands final outputs off the producers'
+// threads (its CUDA copy runs in scripts/gpu_check.sh; its queue here).
 // Torch's headers first: c10's logging defines CHECK, which Catch's must
 // replace (the other order leaves c10's, which Catch never counts).
 #include <ATen/ATen.h>
 
+#include <future>
+#include <stdexcept>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "runtime/exchange.h"
+#include "runtime/output_drain.h"
 
 #include <catch2/catch.hpp>
 
 using pipecut::runtime::Aborted;
 using pipecut::runtime::Mailbox;
+using pipecut::runtime::OutputDrain;
 using pipecut::runtime::Payload;
 using pipecut::runtime::Sink;
 
@@ -78,4 +86,64 @@ TEST_CASE("the mailbox gives a micro-batch whole (take) or one slot at a time (t
   stop.join();
   CHECK_THROWS_AS(worker.deliver(0, 0, value(0)), Aborted);
   CHECK(worker.aborted());
+}
+
+TEST_CASE("the output drain hands outputs on once landed, in order, and stops on abort", "[exchange]") {
+  std::vector<std::pair<int64_t, double>> got;  // (micro-batch, value), as handed on
+  std::thread::id handedOn;
+  OutputDrain drain([&](int64_t g, size_t j, at::Tensor host) {
+    CHECK(j == 0);
+    got.emplace_back(g, host.item<double>());
+    handedOn = std::this_thread::get_id();
+  });
+
+  // A host tensor is handed on at once, on the caller's thread.
+  drain.put(0, 0, at::full({1}, 5.0), nullptr);
+  REQUIRE(got.size() == 1);
+  CHECK(handedOn == std::this_thread::get_id());
+
+  // Queued ones wait for their copy: nothing is handed on before the first
+  // lands, then both in the order queued, on the drain's thread.
+  std::promise<void> land;
+  std::shared_future<void> landed = land.get_future().share();
+  drain.pending(1, 0, at::full({1}, 6.0), [landed] { landed.wait(); });
+  drain.pending(2, 0, at::full({1}, 7.0), [] {});
+  std::thread runner([&] { drain.run(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(got.size() == 1);  // the first wait holds up the one behind it
+  land.set_value();
+  drain.close();
+  runner.join();  // close(): returns once every queued output was handed on
+  REQUIRE(got.size() == 3);
+  CHECK(got[1] == std::make_pair<int64_t, double>(1, 6.0));
+  CHECK(got[2] == std::make_pair<int64_t, double>(2, 7.0));
+  CHECK(handedOn != std::this_thread::get_id());
+
+  // abort(): the wait in progress ends the drain with Aborted; what is left is
+  // dropped, not handed on (a failed run writes nothing).
+  OutputDrain failing([&](int64_t g, size_t, at::Tensor) { got.emplace_back(g, -1); });
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  failing.pending(3, 0, at::full({1}, 0.0), [released] { released.wait(); });
+  failing.pending(4, 0, at::full({1}, 0.0), [] {});
+  std::promise<void> ended;
+  std::thread stopped([&] {
+    try {
+      failing.run();
+    } catch (const Aborted&) {
+      ended.set_value();
+    }
+  });
+  failing.abort();
+  release.set_value();
+  stopped.join();
+  CHECK(ended.get_future().wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+  CHECK(got.size() == 3);
+
+  // A failed wait (a CUDA error) comes out of run() as it was thrown.
+  OutputDrain broken([&](int64_t g, size_t, at::Tensor) { got.emplace_back(g, -2); });
+  broken.pending(5, 0, at::full({1}, 0.0), [] { throw std::runtime_error("copy failed"); });
+  broken.close();
+  CHECK_THROWS_WITH(broken.run(), "copy failed");
+  CHECK(got.size() == 3);
 }

@@ -40,6 +40,7 @@
 #include "runtime/host_allocator.h"
 #include "runtime/inputs.h"
 #include "runtime/local_stage.h"
+#include "runtime/output_drain.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "runtime/rank_session.h"
@@ -236,6 +237,9 @@ class Engine {
         arrived(g, edges_[static_cast<size_t>(channel)], std::move(p));
       });
     if (rank_ == 0) feedPassthroughOutputs();
+    // Final outputs land on the host off the producers' threads (runtime/output_drain.h).
+    drain_ = std::make_unique<OutputDrain>([this](int64_t g, size_t j, at::Tensor host) { complete(g, j, std::move(host)); });
+    std::thread drainThread([this] { guarded([&] { drain_->run(); }); });
     std::vector<std::thread> threads;
     for (auto& [s, ls] : local_) threads.emplace_back([this, st = ls.get()] { guarded([&] { work(*st); }); });
     if (comm_)
@@ -249,6 +253,8 @@ class Engine {
     std::atomic<bool> finished{false};
     if (o_.session.progress && rank_ == 0) progress = std::thread([&] { showProgress(finished); });
     for (auto& t : threads) t.join();
+    drain_->close();
+    drainThread.join();
     finished = true;
     if (progress.joinable()) progress.join();
     if (failed_) rethrowFirstError();
@@ -294,6 +300,7 @@ class Engine {
     // failRank, which tells the other ranks.
     if (dist_) dist_->interrupt(firstText_);
     gate_->abort();
+    if (drain_) drain_->abort();
     for (auto& [s, ls] : local_) ls->mailbox->abort();
     if (comm_) comm_->abort();
   }
@@ -328,8 +335,7 @@ class Engine {
   // rank 0's output sink after a copy to the host.
   void arrived(int64_t g, const CommEdge& e, Payload p) {
     if (e.consumer.kind == Consumer::Kind::UserOutput) {
-      if (p.ready) p.ready->synchronize();
-      complete(g, e.consumer.userOutput, p.tensor);
+      drain_->put(g, e.consumer.userOutput, p.tensor, p.ready);
       return;
     }
     LocalStage& dst = *local_.at(e.consumer.stage);
@@ -423,8 +429,7 @@ class Engine {
     }
     const Consumer& c = e.consumer;
     if (c.kind == Consumer::Kind::UserOutput) {
-      if (ready) ready->synchronize();
-      complete(g, c.userOutput, t);
+      drain_->put(g, c.userOutput, t, ready);
       return;
     }
     LocalStage& dst = *local_.at(c.stage);
@@ -589,6 +594,7 @@ class Engine {
   std::vector<Channel> channels_;                       // per edge: its shape, where an NCCL receive lands, trace rows
   int64_t total_ = 0;
   std::unique_ptr<Gate> gate_;
+  std::unique_ptr<OutputDrain> drain_;  // one per runIterations
   Sink sink_;
   std::vector<Clock::time_point> start_;
   Clock::time_point t0_, t1_;
