@@ -16,11 +16,13 @@
 #   scripts/gpu_check.sh --device cpu    # the same steps on CPU (tests this script)
 #   scripts/gpu_check.sh --only aoti,generate   # some sections: inference (the zoo,
 #                                        # 2 processes, two devices, the long run), train,
-#                                        # generate, aoti (each with its benchmark on CUDA)
+#                                        # generate, aoti (each with its benchmark on CUDA),
+#                                        # aoti-bench (that benchmark alone)
 #
 # Environment: PIPECUT_PYTHON (default python3), PIPECUT_GPU_BUILD_DIR (reused
 # by a second invocation; default a temp dir), PIPECUT_GPU_BENCH_TIMEOUT (seconds
-# each benchmark may take, default 300), PIPECUT_DEPS_PREFIX (headers
+# each benchmark may take, default 300), PIPECUT_GPU_AOTI_MB (the batch sizes of
+# the AOTInductor benchmark, default "1 8"), PIPECUT_DEPS_PREFIX (headers
 # and libraries unpacked by scripts/gpu_deps.sh; default .gpu-deps/prefix when
 # present), OUT (a folder for the log and the JSON reports; default a temp dir).
 set -uo pipefail
@@ -30,7 +32,7 @@ while (($#)); do
   case $1 in
     --device) device=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti,aoti-bench)" >&2; exit 2 ;;
   esac
 done
 # want SECTION: whether --only (a comma list; empty: every section) names it.
@@ -254,16 +256,18 @@ if "$pipecut" split "$root/testdata/models/llama_dynamic.pt2" --spec "$root/test
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   if [[ $rc -eq 0 ]]; then pass=$((pass+1)); log "aoti llama_dynamic, 2 processes ($two_name): within 1e-3"
   else fail=$((fail+1)); log "aoti llama_dynamic, 2 processes ($two_name): FAILED (exit $rc)"; tail -3 "$out"/aoti.rank*.log; fi
-  if [[ $kind == cuda ]]; then
-    for mb in 1 8; do
-      timeout "${PIPECUT_GPU_BENCH_TIMEOUT:-300}" "$py" "$root/bench/aoti_vs_torchscript.py" --device cuda --python "$py" \
-        --mb-size $mb --repeat 3 --iterations 20 --pipecut "$pipecut" --runner "$run" 2>&1 |
-        tee "$out/bench_aoti.mb$mb.log" || log "bench/aoti_vs_torchscript.py --mb-size $mb failed"
-    done
-  fi
 else
   fail=$((fail+1)); log "pipecut compile --device $kind: FAILED"; tail -5 "$out/aoti_compile.err"
 fi
+fi
+# The benchmark alone (--only aoti-bench) costs a device session ~3 minutes a
+# batch size, most of it compiling (both splits at once).
+if [[ $device == cuda* ]] && { want aoti || want aoti-bench; }; then
+  for mb in ${PIPECUT_GPU_AOTI_MB:-1 8}; do
+    timeout "${PIPECUT_GPU_BENCH_TIMEOUT:-300}" "$py" "$root/bench/aoti_vs_torchscript.py" --device cuda --python "$py" \
+      --mb-size $mb --repeat 3 --iterations 20 --pipecut "$pipecut" --runner "$run" 2>&1 |
+      tee "$out/bench_aoti.mb$mb.log" || log "bench/aoti_vs_torchscript.py --mb-size $mb failed"
+  done
 fi
 if want inference; then
 # A longer pipelined run for throughput: 4 stages on one GPU, 8 micro-batches.
