@@ -37,24 +37,12 @@ launch() {  # launch WORLD DIR INPUTS EXPECTED M [OPTION...]
     pass=$((pass+1))
   fi
 }
-# PIPECUT_TEST_PART (test/CMakeLists.txt): "quick" runs every split at M=4
-# and a few at M=1 too (the quick tier); "rest" only the other splits' M=1
-# runs (the full tier adds it); "all", the default, both.
-part=${PIPECUT_TEST_PART:-all}
-m1_few=" mlp.2 llama_tiny.4 multi_io.2 dynamic_batch.4 "
-want_m1() {
-  [[ $backend == gloo-strict ]] && return 1
-  case $part in
-    quick) [[ $m1_few == *" $1 "* ]] ;;
-    rest) [[ $m1_few != *" $1 "* ]] ;;
-    *) true ;;
-  esac
-}
+source "$src/test/test_part.sh"  # part, want_m1
 rm -f "$splits"/*.whole.dist.$backend.mb*.safetensors
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
   mb1=$models/$model.ref.safetensors mb4=$models/$model.mb4.ref.safetensors
-  want_m1 "$name" && launch 2 "$splits/$name" "$mb1" "$(whole "$model" 1 "$mb1")" 1
+  [[ $backend != gloo-strict ]] && want_m1 "$name" && launch 2 "$splits/$name" "$mb1" "$(whole "$model" 1 "$mb1")" 1
   [[ $part == rest ]] && continue
   launch 2 "$splits/$name" "$mb4" "$(whole "$model" 4 "$mb4")" 4
   [[ $name == *.4 ]] && launch 4 "$splits/$name" "$mb4" "$(whole "$model" 4 "$mb4")" 4

@@ -9,18 +9,7 @@ mkdir -p "$out"
 models=$src/testdata/models
 fail=0 pass=0
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
-# PIPECUT_TEST_PART (test/CMakeLists.txt): "quick" runs every split at M=4
-# and a few at M=1 too (the quick tier); "rest" only the other splits' M=1
-# runs (the full tier adds it); "all", the default, both.
-part=${PIPECUT_TEST_PART:-all}
-m1_few=" mlp.2 llama_tiny.4 multi_io.2 dynamic_batch.4 "
-want_m1() {  # want_m1 SPLIT: whether this part runs the split at M=1
-  case $part in
-    quick) [[ $m1_few == *" $1 "* ]] ;;
-    rest) [[ $m1_few != *" $1 "* ]] ;;
-    *) true ;;
-  esac
-}
+source "$(dirname "${BASH_SOURCE[0]}")/test_part.sh"  # part, want_m1
 # The unsplit program (the one-stage split of `{}`) run here is the bitwise
 # oracle for every split; it is itself within tolerance of the committed
 # references, which may come from a CPU that rounds differently. Run once per

@@ -71,13 +71,12 @@ multi() {  # multi WORLD MODEL OPT SCHEDULE SPLIT
   check "$name" "$tag.rank0.json" "$tag.ckpt" "$train/$model.$opt.ref.safetensors" "$opt"
 }
 
-# PIPECUT_TEST_PART (test/CMakeLists.txt): "quick" (the quick tier) runs half
-# of the (model, optimizer, schedule) matrix, every schedule at every world,
-# chosen so that each pair of model, optimizer and schedule still runs:
-# llama_loss with SGD under gpipe and interleaved-1f1b and AdamW under 1f1b
-# and zb1p, gpt2_loss the other way round. "rest" runs the other half (the
-# full tier adds it), "all", the default, both.
-part=${PIPECUT_TEST_PART:-all}
+# The tiers' parts (test/test_part.sh): "quick" runs half of the (model,
+# optimizer, schedule) matrix, every schedule at every world, chosen so that
+# each pair of model, optimizer and schedule still runs: llama_loss with SGD
+# under gpipe and interleaved-1f1b and AdamW under 1f1b and zb1p, gpt2_loss
+# the other way round; "rest" the other half; "all" both.
+source "$src/test/test_part.sh"
 quick_half() {  # quick_half MODEL OPT SCHEDULE
   local opt=sgd
   [[ $3 == 1f1b || $3 == zb1p ]] && opt=adamw
