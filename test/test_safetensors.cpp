@@ -19,7 +19,7 @@ std::string file(const std::string& header, const std::string& data) {
   return out + header + data;
 }
 
-std::string whereOf(const std::string& bytes) {
+std::string safetensorsErrorOf(const std::string& bytes) {
   try {
     parseSafetensors(bytes);
   } catch (const pipecut::Error& e) {
@@ -48,33 +48,33 @@ TEST_CASE("safetensors: a well-formed file parses with its metadata", "[safetens
 
 TEST_CASE("safetensors: malformed containers and headers are refused by field", "[safetensors]") {
   std::string ok = R"("dtype": "F32", "shape": [2], "data_offsets": [0, 8])";
-  CHECK_THAT(whereOf("abc"), Catch::Contains("too short"));
+  CHECK_THAT(safetensorsErrorOf("abc"), Catch::Contains("too short"));
   std::string big = file("{}", "");
   big[5] = '\x01';  // a header length of 2^40
-  CHECK_THAT(whereOf(big), Catch::StartsWith("header: header length") && Catch::Contains("exceeds 100 MiB"));
+  CHECK_THAT(safetensorsErrorOf(big), Catch::StartsWith("header: header length") && Catch::Contains("exceeds 100 MiB"));
   std::string past = file("{}", "");
   past[0] = 9;
-  CHECK_THAT(whereOf(past), Catch::StartsWith("header: header length 9 runs past the end"));
-  CHECK(whereOf(file("[1]", "")) == "header: not a JSON object");
-  CHECK(whereOf(file(R"({"__metadata__": {"a": 1}})", "")) == "__metadata__.a: expected a string");
-  CHECK(whereOf(file(R"({"x": 3})", "")) == "x: expected an object with dtype, shape and data_offsets");
-  CHECK(whereOf(file(R"({"x": {"dtype": 3, "shape": [], "data_offsets": [0, 0]}})", "")) == "x.dtype: expected a string");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F8", "shape": [], "data_offsets": [0, 0]}})", "")) ==
+  CHECK_THAT(safetensorsErrorOf(past), Catch::StartsWith("header: header length 9 runs past the end"));
+  CHECK(safetensorsErrorOf(file("[1]", "")) == "header: not a JSON object");
+  CHECK(safetensorsErrorOf(file(R"({"__metadata__": {"a": 1}})", "")) == "__metadata__.a: expected a string");
+  CHECK(safetensorsErrorOf(file(R"({"x": 3})", "")) == "x: expected an object with dtype, shape and data_offsets");
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": 3, "shape": [], "data_offsets": [0, 0]}})", "")) == "x.dtype: expected a string");
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F8", "shape": [], "data_offsets": [0, 0]}})", "")) ==
         "x.dtype: unsupported dtype 'F8'");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", std::string(8, 0))) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", std::string(8, 0))) ==
         "x.shape[0]: expected a size >= 0");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}})", std::string(8, 0))) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}})", std::string(8, 0))) ==
         "x.shape[0]: expected a size >= 0");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", std::string(8, 0))) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", std::string(8, 0))) ==
         "x.data_offsets: expected [begin, end]");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", std::string(8, 0))) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", std::string(8, 0))) ==
         "x.data_offsets: [8, 0] is outside the data section of 8 bytes");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 16]}})", std::string(8, 0))) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 16]}})", std::string(8, 0))) ==
         "x.data_offsets: [0, 16] is outside the data section of 8 bytes");
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", std::string(8, 0))) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", std::string(8, 0))) ==
         "x.data_offsets: spans 8 bytes; dtype and shape need 12");
   // Sizes whose product overflows 64 bits are "more than the file holds", not a wrapped small number.
-  CHECK(whereOf(file(R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", "")) ==
+  CHECK(safetensorsErrorOf(file(R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", "")) ==
         "x.data_offsets: spans 0 bytes; dtype and shape need more than the file holds");
-  CHECK(whereOf(file("{\"x\": {" + ok + "}}", std::string(8, 0))) == "accepted");
+  CHECK(safetensorsErrorOf(file("{\"x\": {" + ok + "}}", std::string(8, 0))) == "accepted");
 }

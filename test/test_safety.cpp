@@ -25,7 +25,7 @@ using namespace pipecut;
 
 namespace {
 
-fs::path freshDir(const std::string& name) {
+fs::path safetyDir(const std::string& name) {
   fs::path d = test::outPath("safety/" + name);
   fs::remove_all(d);
   fs::create_directories(d);
@@ -74,7 +74,7 @@ support::Destination fileOutput(const fs::path& p, std::vector<fs::path> inputs 
 }  // namespace
 
 TEST_CASE("destinations: only what pipecut wrote is replaced, --force lifts that and nothing else", "[safety]") {
-  fs::path root = freshDir("dest");
+  fs::path root = safetyDir("dest");
   fs::path model = root / "models" / "m.pt2";
   fs::create_directories(model.parent_path());
   put(model, "model");
@@ -120,7 +120,7 @@ TEST_CASE("destinations: only what pipecut wrote is replaced, --force lifts that
 }
 
 TEST_CASE("destinations: writeStaged refuses before writing and leaves what was there", "[safety]") {
-  fs::path root = freshDir("staged");
+  fs::path root = safetyDir("staged");
   put(root / "t.json", "theirs");
   bool wrote = false;
   CHECK_THROWS(support::writeStaged(fileOutput(root / "t.json"), [&](const fs::path&) { wrote = true; }));

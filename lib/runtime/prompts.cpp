@@ -16,7 +16,7 @@ namespace {
 using Json = nlohmann::json;
 
 // Each non-empty line of `text`, with its 1-based number.
-std::vector<std::pair<size_t, std::string>> lines(const std::string& text) {
+std::vector<std::pair<size_t, std::string>> numberedLines(const std::string& text) {
   std::vector<std::pair<size_t, std::string>> out;
   size_t start = 0, number = 1;
   while (start < text.size()) {
@@ -63,7 +63,7 @@ std::vector<int64_t> tokensOf(const std::string& path, const std::string& at, co
 std::vector<PromptRequest> readPrompts(const std::string& path) {
   std::vector<PromptRequest> out;
   std::set<std::string> ids;
-  for (const auto& [number, line] : lines(support::readFile(path, "the prompts"))) {
+  for (const auto& [number, line] : numberedLines(support::readFile(path, "the prompts"))) {
     const std::string at = "line " + std::to_string(number);
     Json j = parseLine(path, number, line);
     for (auto it = j.begin(); it != j.end(); ++it)
@@ -92,7 +92,7 @@ std::string sequencesJsonl(const std::vector<GeneratedSequence>& sequences) {
 
 std::vector<GeneratedSequence> readSequences(const std::string& path) {
   std::vector<GeneratedSequence> out;
-  for (const auto& [number, line] : lines(support::readFile(path, "the reference tokens"))) {
+  for (const auto& [number, line] : numberedLines(support::readFile(path, "the reference tokens"))) {
     const std::string at = "line " + std::to_string(number);
     Json j = parseLine(path, number, line);
     GeneratedSequence s;
