@@ -12,6 +12,7 @@
 #include "driver/load.h"
 #include "driver/report.h"
 #include "emit/torchscript.h"
+#include "ir/clone.h"
 #include "ir/module_tree.h"
 #include "manifest/directory.h"
 #include "partition/assign.h"
@@ -189,6 +190,35 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
     return out;
   }
 
+  // Two writers per core by default: a writer spends part of its time
+  // blocked in the kernel (page-cache writeback it started, dirty-page
+  // throttling), and the other keeps the core busy meanwhile. Measured on
+  // the 7B split (bench/scale.py's llama7b4, 2 cores): --format pt2 2.6 s
+  // with 4 writers against 3.4 s with 2.
+  const unsigned jobs = r.jobs ? r.jobs : 2 * std::max(1u, std::thread::hardware_concurrency());
+
+  // The plan's last step, before any file is written: for NativeRT
+  // (--inline-grad-regions) each stage's .pt2 is written from a rewritten
+  // copy of its program, its payload shared; the .pt is emitted from the
+  // program as carved. A rewrite that fails verification fails the split here.
+  std::vector<std::optional<pt2::Package>> nativeRt(carving.stages.size());
+  if (r.inlineGradRegions && r.pt2) {
+    support::ScopedPhase phase("rewrite for NativeRT");
+    support::parallelFor(carving.stages.size(), jobs, [&](size_t i) {
+      const partition::CarvedStage& stage = carving.stages[i];
+      try {
+        ir::Program program = ir::cloneProgram(stage.package.program);
+        passes::PassManager pm;
+        passes::addNativeRtPipeline(pm, r.verifyEach);
+        pm.run(program);
+        nativeRt[i] = pt2::withProgram(stage.package, std::move(program));
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::InvalidInput) throw;
+        throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
+      }
+    });
+  }
+
   // Every stage file is its own task; the source hash is one more, read from
   // the page cache the writers fill anyway.
   WriteProgress progress;
@@ -229,13 +259,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
             slot.missing = MissingFile{"torchscript", (e.where().empty() ? "" : e.where() + ": ") + e.message()};
           }
         } else {
-          // For NativeRT: what it refuses and can be rewritten is rewritten.
-          if (r.inlineGradRegions) {
-            passes::PassManager pm;
-            passes::addNativeRtPipeline(pm, r.verifyEach);
-            pm.run(stage.package.program);
-          }
-          slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(stage.package, sink); },
+          const pt2::Package& package = nativeRt[slot.stage] ? *nativeRt[slot.stage] : stage.package;
+          slot.file = writeStageFile(tmp, file, "pt2", [&](const auto& sink) { pt2::writePackage(package, sink); },
                                      progress, r.stageSha256);
           slot.file.gradRegionsInlined = r.inlineGradRegions;
         }
@@ -244,26 +269,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
         throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
       }
     };
-    if (!r.inlineGradRegions) {
-      for (Slot& slot : slots) tasks.emplace_back([&] { writeSlot(slot); });
-    } else {
-      // Inlining rewrites the stage program its TorchScript file is emitted
-      // from: one task per stage, its .pt (slots list it first) before its .pt2.
-      for (size_t k = 0; k < slots.size();) {
-        size_t end = k;
-        while (end < slots.size() && slots[end].stage == slots[k].stage) ++end;
-        tasks.emplace_back([&, k, end] {
-          for (size_t i = k; i < end; ++i) writeSlot(slots[i]);
-        });
-        k = end;
-      }
-    }
-    // Two writers per core by default: a writer spends part of its time
-    // blocked in the kernel (page-cache writeback it started, dirty-page
-    // throttling), and the other keeps the core busy meanwhile. Measured on
-    // the 7B split (bench/scale.py's llama7b4, 2 cores): --format pt2 2.6 s
-    // with 4 writers against 3.4 s with 2.
-    unsigned jobs = r.jobs ? r.jobs : 2 * std::max(1u, std::thread::hardware_concurrency());
+    for (Slot& slot : slots) tasks.emplace_back([&] { writeSlot(slot); });
     support::parallelFor(tasks.size(), jobs, [&](size_t i) { tasks[i](); });
     for (const Slot& slot : slots) {
       if (slot.missing) m.stages[slot.stage].missing.push_back(*slot.missing);

@@ -101,13 +101,42 @@ std::unique_ptr<Node> copyNodeFresh(const Node& n, Graph& dst, ValueMap& map, co
   return copyNode(n, dst, map, &suffix);
 }
 
+namespace {
+
+void cloneGraphInto(const Graph& g, Graph& out, ValueMap& map) {
+  for (const auto& in : g.inputs) out.inputs.push_back(cloneDefiningArgument(in, out, nullptr, map, nullptr));
+  for (const auto& n : g.nodes) cloneNodeInto(*n, out, map);
+  for (const auto& o : g.outputs) out.outputs.push_back(cloneArgument(o, map));
+  out.isSingleTensorReturn = g.isSingleTensorReturn;
+}
+
+}  // namespace
+
 std::shared_ptr<Graph> cloneGraph(const Graph& g) {
   auto out = std::make_shared<Graph>();
   ValueMap map;
-  for (const auto& in : g.inputs) out->inputs.push_back(cloneDefiningArgument(in, *out, nullptr, map, nullptr));
-  for (const auto& n : g.nodes) cloneNodeInto(*n, *out, map);
-  for (const auto& o : g.outputs) out->outputs.push_back(cloneArgument(o, map));
-  out->isSingleTensorReturn = g.isSingleTensorReturn;
+  cloneGraphInto(g, *out, map);
+  return out;
+}
+
+Program cloneProgram(const Program& p) {
+  Program out;
+  ValueMap map;
+  cloneGraphInto(p.graph, out.graph, map);
+  out.inputSpecs = p.inputSpecs;
+  for (auto& spec : out.inputSpecs) spec.arg = cloneArgument(spec.arg, map);
+  out.outputSpecs = p.outputSpecs;
+  for (auto& spec : out.outputSpecs) spec.arg = cloneArgument(spec.arg, map);
+  out.moduleCallGraph = p.moduleCallGraph;
+  out.graphModuleMetadata = p.graphModuleMetadata;
+  out.treespecNamedtupleFields = p.treespecNamedtupleFields;
+  out.opsetVersion = p.opsetVersion;
+  out.rangeConstraints = p.rangeConstraints;
+  out.verifiers = p.verifiers;
+  out.guardsCode = p.guardsCode;
+  out.schemaMajor = p.schemaMajor;
+  out.schemaMinor = p.schemaMinor;
+  out.torchVersion = p.torchVersion;
   return out;
 }
 

@@ -20,6 +20,10 @@ Node* cloneNodeInto(const Node& node, Graph& dst, ValueMap& map);
 // A whole graph (for nested bodies).
 std::shared_ptr<Graph> cloneGraph(const Graph& g);
 
+// A whole program: its graph, and its signature's arguments mapped to the
+// copy's values; every other field copied as is.
+Program cloneProgram(const Program& p);
+
 // Defines a value like `v` in `dst` (same name, kind, metadata).
 Value* cloneValueInto(const Value& v, Graph& dst, Node* producer);
 

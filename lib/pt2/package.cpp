@@ -293,4 +293,17 @@ void writePackageFile(const Package& pkg, const support::Destination& d) {
   });
 }
 
+Package withProgram(const Package& pkg, ir::Program program) {
+  Package out;
+  out.path = pkg.path;
+  out.modelName = pkg.modelName;
+  out.program = std::move(program);
+  out.weights = pkg.weights;
+  out.constants = pkg.constants;
+  out.sampleInputs = pkg.sampleInputs;
+  out.extra = pkg.extra;
+  out.archive = pkg.archive;
+  return out;
+}
+
 }  // namespace pipecut::pt2

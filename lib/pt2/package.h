@@ -65,6 +65,11 @@ struct Package {
   std::vector<std::pair<std::string_view, uint64_t>> liftedTensorBytes(const TensorIndex& index) const;
 };
 
+// `pkg` with `program` in place of its own, sharing its payload (weights,
+// constants, sample inputs and extras name records of the same archive):
+// what a rewritten copy of a stage's program is written with.
+Package withProgram(const Package& pkg, ir::Program program);
+
 // A package's lifted tensors by FQN, hashed, as Package::find resolves them
 // (weights first, then constants). For walks that ask about every lifted
 // tensor: a deep model has 10^4 of them, and each ordered-map lookup's string
