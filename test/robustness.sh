@@ -225,9 +225,13 @@ import torch.distributed as dist
 port, key, value = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 time.sleep(3)
 s = dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False, timeout=datetime.timedelta(seconds=10))
-# Again and again: a rank may overwrite it (its own heartbeat) between reads.
+# Again and again, until the ranks are gone (the store with them) or 25 s:
+# a rank may overwrite it (its own heartbeat) between reads, and on a loaded
+# machine the ranks may reach their first read after a short attack ended
+# (seen once in CI: rank 0 never read the forged heartbeat and ran on).
 try:
-    for _ in range(60):
+    end = time.monotonic() + 25
+    while time.monotonic() < end:
         s.set("pipecut/attempt_0/" + key, value.encode())
         time.sleep(0.05)
 except Exception:
