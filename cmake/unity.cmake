@@ -7,7 +7,7 @@
 # (anonymous namespaces, statics) must not clash; a clash is a compile error,
 # never a silent change of meaning, because two definitions of one name in one
 # unit are ill-formed.
-option(PIPECUT_UNITY "compile groups of torch-heavy files as one unit each (faster cold builds)" ON)
+option(PIPECUT_UNITY "compile each group of files that share heavy headers as one unit (faster cold builds)" ON)
 
 function(pipecut_unity_groups target)
   if(NOT PIPECUT_UNITY)

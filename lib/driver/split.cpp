@@ -197,6 +197,11 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   // with 4 writers against 3.4 s with 2.
   const unsigned jobs = r.jobs ? r.jobs : 2 * std::max(1u, std::thread::hardware_concurrency());
 
+  // Bad input found in a stage's program, blamed on the model and the stage.
+  auto inStage = [&](const partition::CarvedStage& stage, const Error& e) {
+    return Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
+  };
+
   // The plan's last step, before any file is written: for NativeRT
   // (--inline-grad-regions) each stage's .pt2 is written from a rewritten
   // copy of its program, its payload shared; the .pt is emitted from the
@@ -213,8 +218,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
         pm.run(program);
         nativeRt[i] = pt2::withProgram(stage.package, std::move(program));
       } catch (const Error& e) {
-        if (e.kind() != ErrorKind::InvalidInput) throw;
-        throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
+        if (e.kind() != ErrorKind::InvalidInput) throw;  // as it was, type and all
+        throw inStage(stage, e);
       }
     });
   }
@@ -265,8 +270,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
           slot.file.gradRegionsInlined = r.inlineGradRegions;
         }
       } catch (const Error& e) {
-        if (e.kind() != ErrorKind::InvalidInput) throw;
-        throw Error(e.kind(), r.model, "stage " + std::to_string(stage.info.index) + ": " + e.where(), e.message());
+        if (e.kind() != ErrorKind::InvalidInput) throw;  // as it was, type and all
+        throw inStage(stage, e);
       }
     };
     for (Slot& slot : slots) tasks.emplace_back([&] { writeSlot(slot); });
