@@ -6,7 +6,9 @@
 # pipeline of packages gives the unsplit TorchScript program's outputs within
 # float32 tolerance at M=1 and M=4 (sizes it was not exported at), in one
 # process and on 2 Gloo ranks; and llama_kv_chunk's packages generate the
-# reference tokens (--generate, KV caches passed in as state). Refusals exit 2 (6 for a GPU this machine
+# reference tokens (--generate, KV caches passed in as state). A package's
+# library is copied under TMPDIR and unlinked once loaded: nothing stays there,
+# even after SIGKILL. Refusals exit 2 (6 for a GPU this machine
 # lacks) naming the stage or the interpreter, and leave the directory as it was.
 #
 #   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+2)
@@ -104,6 +106,29 @@ for r in 0 1; do
 done
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 [[ $rc -eq 0 ]] && grep -q "check: ok" rank0.log && ok || { bad "2 Gloo ranks (exit $rc)"; tail -3 rank*.log; }
+
+# --- The library's copy: under TMPDIR, unlinked once loaded ---------------------
+# LibTorch's own loader extracts the whole package (weights inside) into
+# /tmp, TMPDIR unasked, and a killed run leaves it there.
+mkdir tmpdir
+expect 0 "aoti under TMPDIR" -- env TMPDIR="$out/tmpdir" "$run" split --stage-format aoti -m 4 --inputs "$mb4" \
+  --check aoti.whole.mb4.safetensors --exact -q
+[[ -z $(ls -A tmpdir) ]] && ok || bad "TMPDIR left with: $(ls -A tmpdir)"
+# SIGKILL once both stages' libraries are loaded (mapped, their files
+# already deleted): nothing left either.
+TMPDIR="$out/tmpdir" "$run" split --stage-format aoti -m 4 --inputs "$mb4" --iterations 1000000 -q >/dev/null 2>&1 &
+pid=$! loaded=0
+for _ in $(seq 600); do
+  loaded=$(grep -o "$out/tmpdir/pipecut-aoti-[A-Za-z0-9]*/stage.so (deleted)" /proc/$pid/maps 2>/dev/null | sort -u | wc -l)
+  [[ $loaded -ge 2 ]] && break
+  sleep 0.1
+done
+kill -9 $pid; wait $pid 2>/dev/null
+[[ $loaded -eq 2 ]] && ok || bad "both libraries mapped from deleted copies under TMPDIR (saw $loaded)"
+[[ -z $(ls -A tmpdir) ]] && ok || bad "TMPDIR left after SIGKILL with: $(ls -A tmpdir)"
+expect 2 "TMPDIR missing" -- env TMPDIR="$out/no-such-dir" "$run" split --stage-format aoti --inputs "$mb1" -q
+contains "TMPDIR missing message" \
+  "split/stage_000.aoti-cpu.pt2: cannot make a directory for the package's library in $out/no-such-dir: No such file or directory (set TMPDIR to a directory with room)"
 
 # --- Refusals at run time -------------------------------------------------------
 # A package from another torch, recorded so in the manifest.

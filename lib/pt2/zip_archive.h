@@ -57,6 +57,12 @@ class ArchiveReader {
   std::optional<size_t> sizeIfPresent(const std::string& name) const;
   // Zero-copy: the file is memory-mapped, and records are stored uncompressed.
   ByteView bytes(const std::string& name) const;
+  // Where the record's bytes start in the file; nullopt for a memory-backed
+  // record. For a copy the kernel makes (copy_file_range) without mapping them.
+  std::optional<uint64_t> fileOffset(const std::string& name) const {
+    if (!map_) return std::nullopt;
+    return static_cast<uint64_t>(bytes(name).data - map_);
+  }
   // The record's CRC-32 as the central directory states it (unchecked
   // against the bytes); nullopt for a memory-backed record.
   std::optional<uint32_t> crc32(const std::string& name) const;

@@ -1,13 +1,13 @@
 #include "runtime/stage_program.h"
 
 #include <ATen/Parallel.h>
-#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/nativert/ModelRunnerHandle.h>
 
 #include <nlohmann/json.hpp>
 
 #include "emit/dtypes.h"
 #include "emit/libtorch_version.h"
+#include "runtime/aoti_package.h"
 #include "runtime/inputs.h"
 
 #include "runtime/stage_failure.h"
@@ -108,8 +108,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
   try {
     if (f == StageFormat::Aoti) {
       // One runner: each stage's calls come from one thread at a time.
-      p.aoti_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-          path, "model", false, 1, device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
+      p.aoti_ = AotiPackage::load(path, device);
     } else if (f == StageFormat::TorchScript) {
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
@@ -123,12 +122,14 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
                             : f == StageFormat::Aoti ? "AOTInductor cannot load it: "
                                                      : "cannot load: ") +
                     firstLine(e.what_without_backtrace()));
+  } catch (const Error&) {
+    throw;  // a package's library that could not be written (runtime/aoti_package.h)
   } catch (const std::exception& e) {  // NativeRT and AOTInductor also throw std::runtime_error
     throw Error(ErrorKind::InvalidInput, path, "",
                 std::string(f == StageFormat::Aoti ? "AOTInductor" : "NativeRT") + " cannot load it: " + firstLine(e.what()));
   }
   p.stateful_ = !st.state.empty();
-  if (p.aoti_ && p.stateful_) packageState(st, p.aoti_->get_metadata(), device, path, p.initialState_, p.zeros_);
+  if (p.aoti_ && p.stateful_) packageState(st, p.aoti_->metadata(), device, path, p.initialState_, p.zeros_);
   if (p.module_)
     for (size_t k = 0; k < st.state.size(); ++k) {
       // The initial value: the module's attribute at the state's FQN.
@@ -208,7 +209,7 @@ std::vector<c10::IValue> StageProgram::run(std::vector<c10::IValue> args) {
         if (t.storage_offset() != 0 || !t.is_contiguous()) t = t.clone(at::MemoryFormat::Contiguous);
         inputs.push_back(std::move(t));
       }
-      std::vector<at::Tensor> outs = aoti_->boxed_run(std::move(inputs));
+      std::vector<at::Tensor> outs = aoti_->run(std::move(inputs));
       return std::vector<c10::IValue>(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));
     }
     c10::IValue out = module_->forward(args);

@@ -22,11 +22,9 @@
 namespace torch::nativert {
 class ModelRunnerHandle;
 }
-namespace torch::inductor {
-class AOTIModelPackageLoader;
-}
-
 namespace pipecut::runtime {
+
+class AotiPackage;
 
 // The stage's file of that format (aoti: the package for `device`'s kind).
 // Throws pipecut::Error (InvalidInput) naming the stage when the split did not
@@ -78,7 +76,7 @@ class StageProgram {
   uint32_t stage_ = 0;
   std::optional<torch::jit::Module> module_;
   std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
-  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> aoti_;
+  std::unique_ptr<AotiPackage> aoti_;
   bool stateful_ = false;
   // The module's attributes of the manifest's state names (a package:
   // zeros, or the value its metadata carries).

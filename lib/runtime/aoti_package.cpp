@@ -1,0 +1,167 @@
+#include "runtime/aoti_package.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner_cpu.h>
+
+#include <nlohmann/json.hpp>
+
+#include "pt2/zip_archive.h"
+#include "support/error.h"
+
+namespace pipecut::runtime {
+
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What the package holds for its model: the one library, when the library
+// is all it needs (its weights inside), and the metadata.
+struct PackageContents {
+  std::string library;  // record name; empty: not loadable here (LibTorch's loader)
+  std::unordered_map<std::string, std::string> metadata;
+};
+
+PackageContents inspect(const pt2::ArchiveReader& archive) {
+  const std::string modelDir = "data/aotinductor/model/";
+  PackageContents c;
+  std::vector<std::string> libraries;
+  bool elsewhere = false;  // data the library would have to find at run time
+  std::string wrapperMetadata;
+  auto merge = [&](const std::string& record) {
+    nlohmann::json j = nlohmann::json::parse(archive.text(record), nullptr, false);
+    if (j.is_object())
+      for (const auto& [k, v] : j.items())
+        if (v.is_string()) c.metadata[k] = v.get<std::string>();
+  };
+  for (const std::string& name : archive.records()) {
+    if (name.rfind(modelDir, 0) != 0) {
+      elsewhere |= name.rfind("data/", 0) == 0;
+      continue;
+    }
+    if (endsWith(name, ".so")) libraries.push_back(name);
+    else if (endsWith(name, "_metadata.json")) {
+      // Every metadata file of the model; the wrapper's, which LibTorch's
+      // loader reads, wins a disagreement (merged last, below).
+      if (name.find(".wrapper_") != std::string::npos) wrapperMetadata = name;
+      else merge(name);
+    } else if (!endsWith(name, ".cpp") && !endsWith(name, ".h") && !endsWith(name, ".json")) {
+      elsewhere = true;  // kernel binaries, weight files, objects to link
+    }
+  }
+  if (!wrapperMetadata.empty()) merge(wrapperMetadata);
+  if (libraries.size() == 1 && !elsewhere && c.metadata.count("AOTI_DEVICE_KEY") &&
+      c.metadata["AOTI_DEVICE_KEY"] == "cpu")
+    c.library = libraries[0];
+  return c;
+}
+
+// A private directory for the library, and its removal on every path out.
+class PrivateCopy {
+ public:
+  explicit PrivateCopy(const std::string& packagePath) : package_(packagePath) {
+    const char* env = std::getenv("TMPDIR");
+    base_ = env && *env ? env : "/tmp";
+    std::string tmpl = base_ + "/pipecut-aoti-XXXXXX";
+    if (!mkdtemp(tmpl.data()))
+      throw Error(osErrorKind(errno), package_, "",
+                  "cannot make a directory for the package's library in " + base_ + ": " + std::strerror(errno) +
+                      " (set TMPDIR to a directory with room)");
+    dir_ = tmpl;
+  }
+  ~PrivateCopy() { remove(); }
+
+  // Writes the record to the directory; its path. The kernel copies the
+  // bytes file to file (copy_file_range: no page of either file mapped
+  // here, and a clone where the filesystem shares blocks); a filesystem
+  // pair it cannot copy between gets a write from the package's mapping.
+  const std::string& write(const pt2::ArchiveReader& archive, const std::string& record) {
+    file_ = dir_ + "/stage.so";
+    const pt2::ByteView bytes = archive.bytes(record);
+    const std::optional<uint64_t> offset = archive.fileOffset(record);
+    int out = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (out < 0) fail("create", errno);
+    size_t done = 0;
+    if (offset) {
+      int in = ::open(archive.path().c_str(), O_RDONLY | O_CLOEXEC);
+      loff_t from = in >= 0 ? static_cast<loff_t>(*offset) : 0;
+      while (in >= 0 && done < bytes.size) {
+        ssize_t n = ::copy_file_range(in, &from, out, nullptr, bytes.size - done, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // EXDEV, ENOSYS, EINVAL...: the plain write below goes on from here
+        done += static_cast<size_t>(n);
+      }
+      if (in >= 0) ::close(in);
+    }
+    while (done < bytes.size) {
+      ssize_t n = ::write(out, bytes.data + done, bytes.size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        int err = n < 0 ? errno : EIO;
+        ::close(out);
+        fail("write " + std::to_string(bytes.size) + " bytes to", err);
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (::close(out) != 0) fail("write " + std::to_string(bytes.size) + " bytes to", errno);
+    return file_;
+  }
+
+  // Unlinks the copy and its directory; a loaded library stays mapped.
+  void remove() {
+    if (!file_.empty()) ::unlink(file_.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+    file_.clear();
+    dir_.clear();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& doing, int err) {
+    const std::string file = file_;
+    remove();
+    throw Error(osErrorKind(err), package_, "",
+                "cannot " + doing + " " + file + " (the package's library, loaded from there): " + std::strerror(err) +
+                    " (set TMPDIR to a directory with room)");
+  }
+  std::string package_, base_, dir_, file_;
+};
+
+}  // namespace
+
+std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Device device) {
+  std::unique_ptr<AotiPackage> p(new AotiPackage());
+  if (device.is_cpu()) {
+    std::shared_ptr<pt2::ArchiveReader> archive = pt2::ArchiveReader::open(path);
+    PackageContents contents = inspect(*archive);
+    if (!contents.library.empty()) {
+      PrivateCopy copy(path);
+      const std::string& library = copy.write(*archive, contents.library);
+      archive.reset();  // the package's mapping: not needed while the library loads
+      p->runner_ = std::make_unique<torch::inductor::AOTIModelContainerRunnerCpu>(library, 1, false);
+      copy.remove();
+      p->metadata_ = std::move(contents.metadata);
+      return p;
+    }
+  }
+  p->loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+      path, "model", false, 1, device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
+  p->metadata_ = p->loader_->get_metadata();
+  return p;
+}
+
+AotiPackage::~AotiPackage() = default;
+
+std::vector<at::Tensor> AotiPackage::run(std::vector<at::Tensor>&& inputs) {
+  return runner_ ? runner_->boxed_run(std::move(inputs)) : loader_->boxed_run(std::move(inputs));
+}
+
+}  // namespace pipecut::runtime
