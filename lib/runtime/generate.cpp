@@ -126,8 +126,7 @@ struct Edge {
   uint32_t producer, output, consumer, input;
 };
 
-}  // namespace
-
+// The run on this rank; internal, like the types its members use.
 class Generation {
  public:
   Generation(const GenerateOptions& o, SplitDirectory split)
@@ -638,6 +637,8 @@ class Generation {
   bool failed_ = false;
   std::exception_ptr error_;
 };
+
+}  // namespace
 
 GenerateReport runGeneration(const GenerateOptions& o) {
   if (o.maxNewTokens < 1) throw Error(ErrorKind::Usage, "", "--max-new-tokens", "must be at least 1");
