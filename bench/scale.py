@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: pipecut at the sizes its users work at, each goal a ratio measured side by side.
 
-    scale.py [--pipecut PATH] [--work DIR] [--rounds 3] [--repeat 9] [--skip-pipeline]
+    scale.py [--pipecut PATH] [--work DIR] [--rounds 3] [--repeat 9] [--skip-pipeline] [--aoti | --aoti-only]
 
 Models (built once into --work, default ~/.cache/pipecut/bench-scale, and
 reused; building needs torch and transformers, as every bench script here):
@@ -50,6 +50,12 @@ Goals (issue 8), all measured in this run on this machine:
              capturing stage inputs + saving every stage as TorchScript and
              .pt2, against `pipecut split` (>= 2x). Skipped with
              --skip-pipeline (it takes ~10 minutes).
+
+With --aoti (--aoti-only: nothing else), no goal: `pipecut compile --device
+cpu --no-cache` of llama7b4's 4 stages (wall, each stage's seconds, package
+bytes against the .pt2), the packages against the TorchScript stages (whole
+pipecut-run processes, -m 2, medians of --rounds), and a SIGTERM once every
+package is loaded: the bytes it leaves under TMPDIR.
 
 Exit status: 0 when every measured goal is met, 1 otherwise.
 """
@@ -372,6 +378,57 @@ def pipeline_goal(args, goals):
     goals.add("pipeline()+save / pipecut split (7B)", float(m.group(1)), 2.0, ">=", "(see the table above)")
 
 
+def aoti_scale(args, paths, specs):
+    """pipecut compile of llama7b4's 4-stage split and its packages run against
+    its TorchScript stages; informational, no goal. Then a SIGTERM once every
+    package is loaded: what it leaves under TMPDIR (nothing: each library's
+    copy is deleted as soon as it is loaded, runtime/aoti_package.h)."""
+    import json
+    out = os.path.join(args.work, "aoti-split")
+    rmtree(out)
+    run([args.pipecut, "split", paths["llama7b4"], "--spec", specs["llama"], "-o", out, "-q"])
+    secs, _, stdout, _ = run([args.pipecut, "compile", out, "--device", "cpu", "--no-cache", "--json"])
+    report = json.loads(stdout)
+    pt2 = {f: os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".pt2")}
+    print(f"  compile: {secs:.1f} s wall for {len(report['stages'])} stages", flush=True)
+    for st in report["stages"]:
+        source = pt2[f"stage_{st['stage']:03d}.pt2"]
+        print(f"    stage {st['stage']}: {st['compile_seconds']:.1f} s, package {st['bytes'] / MiB:.0f} MiB "
+              f"({st['bytes'] / source:.2f}x the .pt2)", flush=True)
+    walls = {"torchscript": [], "aoti": []}
+    for _ in range(args.rounds):
+        for fmt in walls:
+            cmd = [args.pipecut_run, out, "--stage-format", fmt, "--random-inputs", "--int-high", "32000", "-m", "2",
+                   "--threads", "1", "--json", "-q"]
+            t, _, stdout, _ = run(cmd)
+            walls[fmt].append((t, json.loads(stdout)["wall_ms"]))
+    for fmt, v in walls.items():
+        print(f"  {fmt:11s} process {median([t for t, _ in v]):.2f} s (load, 2 micro-batches, exit), "
+              f"pipeline {median([w for _, w in v]):.0f} ms (medians of {len(v)})", flush=True)
+    tmp = os.path.join(args.work, "aoti-tmpdir")
+    rmtree(tmp)
+    os.makedirs(tmp)
+    proc = subprocess.Popen([args.pipecut_run, out, "--stage-format", "aoti", "--random-inputs", "--int-high", "32000",
+                             "-m", "64", "--iterations", "100", "--threads", "1", "-q"], env={**os.environ, "TMPDIR": tmp},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    loaded = set()
+    deadline = time.perf_counter() + 120
+    while len(loaded) < len(report["stages"]) and proc.poll() is None and time.perf_counter() < deadline:
+        try:
+            with open(f"/proc/{proc.pid}/maps") as f:
+                loaded = {line.split()[-2] for line in f if line.rstrip().endswith("stage.so (deleted)")}
+        except OSError:
+            break
+        time.sleep(0.1)
+    proc.terminate()
+    proc.wait()
+    left = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp) for f in fs)
+    print(f"  SIGTERM with {len(loaded)} of {len(report['stages'])} libraries loaded: {left} bytes left under TMPDIR",
+          flush=True)
+    rmtree(tmp)
+    rmtree(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pipecut", default=os.path.join(ROOT, "build", "tools", "pipecut"))
@@ -382,6 +439,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=15, help="rounds of the node-count measurement (median ratio)")
     ap.add_argument("--skip-pipeline", action="store_true", help="leave out the comparison with pipeline()")
     ap.add_argument("--nodes-only", action="store_true", help="only the node-count goals")
+    ap.add_argument("--aoti", action="store_true",
+                    help="also compile llama7b4 with pipecut compile and run its packages (needs the setup venv; ~3 min)")
+    ap.add_argument("--aoti-only", action="store_true", help="only that")
     args = ap.parse_args()
     args.pipecut = os.path.abspath(args.pipecut)
     args.pipecut_run = os.path.abspath(args.pipecut_run or os.path.join(os.path.dirname(args.pipecut),
@@ -396,15 +456,21 @@ def main():
     paths, specs, nodes = models(args.work, args.nodes_only)
     goals = Goals()
     t0 = time.perf_counter()
-    print("\n[nodes] preview time against node count", flush=True)
-    node_goals(args, paths, specs, nodes, goals)
-    if not args.nodes_only:
+    if args.aoti_only:
+        args.aoti = args.skip_pipeline = True
+    else:
+        print("\n[nodes] preview time against node count", flush=True)
+        node_goals(args, paths, specs, nodes, goals)
+    if not args.nodes_only and not args.aoti_only:
         print(f"\n[split, memory, verify] llama7b4 ({os.path.getsize(paths['llama7b4']) / 1e9:.2f} GB), "
               f"{args.rounds} rounds", flush=True)
         split_goals(args, paths, specs, goals)
     if not args.skip_pipeline and not args.nodes_only:
         print("\n[pipeline] against torch.distributed.pipelining at 7B shapes", flush=True)
         pipeline_goal(args, goals)
+    if args.aoti and not args.nodes_only:
+        print("\n[aoti] pipecut compile and --stage-format aoti at 7B shapes (no goal)", flush=True)
+        aoti_scale(args, paths, specs)
     ok = goals.report()
     print(f"benchmark wall time {time.perf_counter() - t0:.0f} s; load average now {os.getloadavg()[0]:.2f}")
     sys.exit(0 if ok else 1)
