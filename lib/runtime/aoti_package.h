@@ -55,10 +55,6 @@ class AotiPackage {
   // The package's metadata (AOTI_DEVICE_KEY, and what pipecut compile put
   // there: "pipecut.state.K").
   const std::unordered_map<std::string, std::string>& metadata() const { return metadata_; }
-  // True when the library was loaded from a private copy that is already
-  // unlinked (false: LibTorch's loader, which keeps its /tmp copy while the
-  // package lives).
-  bool unlinkedOnLoad() const { return runner_ != nullptr; }
 
  private:
   AotiPackage() = default;
