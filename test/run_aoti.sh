@@ -8,8 +8,9 @@
 # process and on 2 Gloo ranks; and llama_kv_chunk's packages generate the
 # reference tokens (--generate, KV caches passed in as state). A package's
 # library is copied under TMPDIR and unlinked once loaded: nothing stays there,
-# even after SIGKILL. Refusals exit 2 (6 for a GPU this machine
-# lacks) naming the stage or the interpreter, and leave the directory as it was.
+# even after SIGKILL, or when TMPDIR has no room for it. Refusals exit 2 (6
+# for a GPU this machine lacks, or a TMPDIR without room) naming the stage
+# or the interpreter, and leave the directory as it was.
 #
 #   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+2)
 set -uo pipefail
@@ -129,6 +130,18 @@ kill -9 $pid; wait $pid 2>/dev/null
 expect 2 "TMPDIR missing" -- env TMPDIR="$out/no-such-dir" "$run" split --stage-format aoti --inputs "$mb1" -q
 contains "TMPDIR missing message" \
   "split/stage_000.aoti-cpu.pt2: cannot make a directory for the package's library in $out/no-such-dir: No such file or directory (set TMPDIR to a directory with room)"
+# A TMPDIR that takes the directory but not the library's bytes (a full
+# disk, here a 64 KiB file-size limit with SIGXFSZ ignored, which the run
+# inherits): the machine refused, exit 6, naming the package and the copy,
+# and the half-written copy and its directory are gone.
+bytes=$("$py" -c 'import sys, zipfile; print(*[i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist() if i.filename.endswith(".so")])' \
+  split/stage_000.aoti-cpu.pt2)
+expect 6 "TMPDIR full" -- bash -c 'trap "" XFSZ; ulimit -f 64; exec env TMPDIR="$0/tmpdir" "$1" split --stage-format aoti --inputs "$2" -q' \
+  "$out" "$run" "$mb1"
+contains "TMPDIR full message" \
+  "split/stage_000.aoti-cpu.pt2: cannot write $bytes bytes to $out/tmpdir/pipecut-aoti-"
+contains "TMPDIR full reason" "/stage.so (the package's library, loaded from there): File too large (set TMPDIR to a directory with room)"
+[[ -z $(ls -A tmpdir) ]] && ok || bad "TMPDIR left after a failed copy with: $(ls -A tmpdir)"
 
 # --- Refusals at run time -------------------------------------------------------
 # A package from another torch, recorded so in the manifest.
