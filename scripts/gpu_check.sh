@@ -245,6 +245,22 @@ if "$pipecut" split "$root/testdata/models/llama_dynamic.pt2" --spec "$root/test
          >"$out/aoti.m$m.log" 2>&1; then pass=$((pass+1)); log "aoti llama_dynamic M=$m on $device: within 1e-3 of the CPU reference"
     else fail=$((fail+1)); log "aoti llama_dynamic M=$m on $device: FAILED"; tail -3 "$out/aoti.m$m.log"; fi
   done
+  # The packages' libraries load from private copies under TMPDIR, deleted
+  # once loaded (kernels embedded by pipecut compile): with both stages
+  # mapped from deleted copies, SIGKILL leaves nothing there.
+  mkdir -p "$work/aoti-tmp"
+  TMPDIR="$work/aoti-tmp" "$run" "$aoti" --stage-format aoti --devices "$device" -m 4 \
+    --inputs "$root/testdata/models/llama_dynamic.mb4.ref.safetensors" --iterations 1000000 -q >/dev/null 2>&1 &
+  pid=$! loaded=0
+  for _ in $(seq 600); do
+    loaded=$(grep -o "$work/aoti-tmp/pipecut-aoti-[A-Za-z0-9]*/stage.so (deleted)" /proc/$pid/maps 2>/dev/null | sort -u | wc -l)
+    [[ $loaded -ge 2 ]] && break
+    sleep 0.1
+  done
+  kill -9 $pid; wait $pid 2>/dev/null
+  if [[ $loaded -eq 2 && -z $(ls -A "$work/aoti-tmp") ]]; then
+    pass=$((pass+1)); log "aoti on $device: both libraries mapped from deleted copies under TMPDIR, nothing left after SIGKILL"
+  else fail=$((fail+1)); log "aoti on $device: $loaded of 2 libraries mapped from TMPDIR copies, left: $(ls -A "$work/aoti-tmp" | head -3)"; fi
   port=$((port + 1)) pids=() rc=0
   for r in 0 1; do
     RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \

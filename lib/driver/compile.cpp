@@ -296,7 +296,13 @@ CompileResult compileDirectory(const CompileRequest& r) {
   // CPU kernels take their OpenMP thread count when they run, not the
   // compiling machine's core count: pipecut-run's thread policy decides
   // (stages side by side in one process each get their share).
-  Json config = r.device == "cpu" ? Json{{"cpp.dynamic_threads", true}} : Json::object();
+  // A CUDA package's Triton kernels go inside its library, not beside it:
+  // pipecut-run then loads it like a CPU package (runtime/aoti_package.h),
+  // its one file written under TMPDIR and unlinked once loaded, where
+  // LibTorch's loader extracts the package into /tmp and a killed run
+  // leaves it there.
+  Json config = r.device == "cpu" ? Json{{"cpp.dynamic_threads", true}}
+                                  : Json{{"aot_inductor.embed_kernel_binary", true}};
   if (!r.inductorConfig.empty()) {
     Json given;
     try {

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
-#include <torch/csrc/inductor/aoti_runner/model_container_runner_cpu.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 
 #include <nlohmann/json.hpp>
 
@@ -31,12 +31,13 @@ struct PackageContents {
   std::unordered_map<std::string, std::string> metadata;
 };
 
-PackageContents inspect(const pt2::ArchiveReader& archive) {
+PackageContents inspect(const pt2::ArchiveReader& archive, const std::string& deviceKey) {
   const std::string modelDir = "data/aotinductor/model/";
   PackageContents c;
   std::vector<std::string> libraries;
   bool elsewhere = false;  // data the library would have to find at run time
   std::string wrapperMetadata;
+  std::vector<std::string> jsonNames;
   auto merge = [&](const std::string& record) {
     nlohmann::json j = nlohmann::json::parse(archive.text(record), nullptr, false);
     if (j.is_object())
@@ -54,13 +55,23 @@ PackageContents inspect(const pt2::ArchiveReader& archive) {
       // loader reads, wins a disagreement (merged last, below).
       if (name.find(".wrapper_") != std::string::npos) wrapperMetadata = name;
       else merge(name);
-    } else if (!endsWith(name, ".cpp") && !endsWith(name, ".h") && !endsWith(name, ".json")) {
+    } else if (endsWith(name, ".json")) {
+      // Read beside the library when it loads: the extern kernels' nodes
+      // (the library's name with .json, for ops run by the proxy executor)
+      // and torchbind objects. Build flags and kernel notes are not read.
+      jsonNames.push_back(name);
+    } else if (!endsWith(name, ".cpp") && !endsWith(name, ".h")) {
       elsewhere = true;  // kernel binaries, weight files, objects to link
     }
   }
+  if (libraries.size() == 1) {
+    const std::string stem = libraries[0].substr(0, libraries[0].size() - 3);
+    for (const std::string& name : jsonNames)
+      elsewhere |= name == stem + ".json" || endsWith(name, "/custom_objs_config.json");
+  }
   if (!wrapperMetadata.empty()) merge(wrapperMetadata);
   if (libraries.size() == 1 && !elsewhere && c.metadata.count("AOTI_DEVICE_KEY") &&
-      c.metadata["AOTI_DEVICE_KEY"] == "cpu")
+      c.metadata["AOTI_DEVICE_KEY"] == deviceKey)
     c.library = libraries[0];
   return c;
 }
@@ -116,6 +127,8 @@ class PrivateCopy {
     return file_;
   }
 
+  const std::string& directory() const { return dir_; }
+
   // Unlinks the copy and its directory; a loaded library stays mapped.
   void remove() {
     if (!file_.empty()) ::unlink(file_.c_str());
@@ -139,14 +152,22 @@ class PrivateCopy {
 
 std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Device device) {
   std::unique_ptr<AotiPackage> p(new AotiPackage());
-  if (device.is_cpu()) {
+  // The runner for the device's type, as LibTorch's loader finds it: "cuda"
+  // is there when LibTorch was built with CUDA (libtorch_cuda registers it).
+  const std::string deviceKey = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  auto& runners = torch::inductor::getAOTIModelRunnerRegistry();
+  auto creator = runners.find(deviceKey);
+  if (creator != runners.end()) {
     std::shared_ptr<pt2::ArchiveReader> archive = pt2::ArchiveReader::open(path);
-    PackageContents contents = inspect(*archive);
+    PackageContents contents = inspect(*archive, deviceKey);
     if (!contents.library.empty()) {
       PrivateCopy copy(path);
       const std::string& library = copy.write(*archive, contents.library);
       archive.reset();  // the package's mapping: not needed while the library loads
-      p->runner_ = std::make_unique<torch::inductor::AOTIModelContainerRunnerCpu>(library, 1, false);
+      // The kernel-binary directory is the copy's: a package loaded here has
+      // its kernels inside the library (pipecut compile --device cuda embeds
+      // them), so nothing is read from it.
+      p->runner_ = creator->second(library, 1, device.str(), copy.directory(), false);
       copy.remove();
       p->metadata_ = std::move(contents.metadata);
       return p;

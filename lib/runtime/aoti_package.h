@@ -11,20 +11,25 @@
 // destructor: the copy stays in /tmp, run after run. On a tmpfs /tmp it is
 // memory for as long as it stays.
 //
-// Here a CPU package's library is written to a private directory (0700)
-// under $TMPDIR (else /tmp), loaded, and unlinked at once: a loaded library
-// needs no name, and the kernel frees the file with the process's last
-// mapping of it, so no way of ending the process, SIGKILL included, leaves
-// anything behind. Only the library is written (the package's sources and
-// metadata are read in place), by the kernel from file to file
-// (copy_file_range). Loading takes as long as LibTorch's loader (4.4 s
-// either way for the 7B-shaped split's four stages on the 2-core dev
-// machine, perf stat -r 4, two alternations): both write the library once.
+// Here a package's library is written to a private directory (0700) under
+// $TMPDIR (else /tmp), loaded, and unlinked at once: a loaded library needs
+// no name, and the kernel frees the file with the process's last mapping of
+// it, so no way of ending the process, SIGKILL included, leaves anything
+// behind. Only the library is written (the package's sources and metadata
+// are read in place), by the kernel from file to file (copy_file_range).
+// Loading takes as long as LibTorch's loader (4.4 s either way for the
+// 7B-shaped split's four stages on the 2-core dev machine, perf stat -r 4,
+// two alternations): both write the library once. The runner comes from
+// LibTorch's registry for the device's type, as its loader takes it, so a
+// CUDA package loads the same way where LibTorch has CUDA; pipecut compile
+// --device cuda embeds the Triton kernels' binaries in the library
+// (aot_inductor.embed_kernel_binary) so that the library is all it needs.
 //
 // A package that needs more than its library goes through LibTorch's loader
-// as before: a CUDA package (its kernel binaries load from their directory
-// lazily, at each kernel's first call), and a package whose weights are kept
-// outside the library (aot_inductor.package_constants_in_so off).
+// as before: kernel binaries loaded from their directory at each kernel's
+// first call (a CUDA package compiled without embedding), weights kept
+// outside the library (aot_inductor.package_constants_on_disk_format), the
+// proxy executor's nodes or torchbind objects read beside the library.
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -59,7 +64,7 @@ class AotiPackage {
  private:
   AotiPackage() = default;
   std::unordered_map<std::string, std::string> metadata_;
-  std::unique_ptr<torch::inductor::AOTIModelContainerRunner> runner_;  // a CPU library, loaded here
+  std::unique_ptr<torch::inductor::AOTIModelContainerRunner> runner_;  // the package's library, loaded here
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;    // anything else
 };
 
