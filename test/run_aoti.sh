@@ -158,8 +158,10 @@ EOF
 expect 2 "another torch's package" -- "$run" forged --stage-format aoti --inputs "$mb1" -q
 contains "another torch's package message" \
   "forged/stage_001.aoti-cpu.pt2: stage 1: was compiled by torch 2.10.0+cpu, this pipecut-run links LibTorch"
-# A package that is not one (its hash check skipped, so it gets to the loader).
-cp -r split broken && cp broken/stage_000.pt2 broken/stage_000.aoti-cpu.pt2
+# Packages that are not ones (hash checks skipped, so they get to the
+# loader). The stages load side by side; the lower stage's failure is the
+# one reported, whichever fails first.
+cp -r split broken && cp broken/stage_000.pt2 broken/stage_000.aoti-cpu.pt2 && cp broken/stage_001.pt2 broken/stage_001.aoti-cpu.pt2
 expect 2 "not a package" -- "$run" broken --stage-format aoti --inputs "$mb1" -q --no-verify
 contains "not a package message" "broken/stage_000.aoti-cpu.pt2: AOTInductor cannot load it: "
 # A missing package: the hash check names it.

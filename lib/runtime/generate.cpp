@@ -260,10 +260,15 @@ class Generation {
     programs_.resize(P_);
     state_.assign(static_cast<size_t>(slots_), std::vector<std::vector<at::Tensor>>(P_));
     busyMs_.assign(P_, 0);
+    std::vector<const Stage*> mine;
+    std::vector<c10::Device> where;
+    for (uint32_t s = 0; s < P_; ++s)
+      if (isLocal(s)) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
+    std::vector<StageProgram> loaded = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where);
+    for (size_t i = 0; i < mine.size(); ++i)
+      programs_[mine[i]->index] = std::make_unique<StageProgram>(std::move(loaded[i]));
     for (uint32_t s = 0; s < P_; ++s) {
       if (!isLocal(s)) continue;
-      programs_[s] = std::make_unique<StageProgram>(
-          StageProgram::load(o_.session.dir, m_.stages[s], o_.session.stageFormat, devices_[s]));
       for (int k = 0; k < slots_; ++k) {
         state_[static_cast<size_t>(k)][s] = programs_[s]->newState();
         for (const auto& t : state_[static_cast<size_t>(k)][s])

@@ -119,13 +119,17 @@ class Engine {
     // path the CPU tests check. Process-wide, so only when a stage is on CUDA.
     for (size_t s = 0; s < P_; ++s)
       if (stageRank_[s] == rank_ && devices_[s].is_cuda()) torch::jit::setTensorExprFuserEnabled(false);
-    for (size_t s = 0; s < P_; ++s) {
-      if (stageRank_[s] != rank_) continue;
-      const Stage& st = m_.stages[s];
+    std::vector<const Stage*> mine;
+    std::vector<c10::Device> where;
+    for (size_t s = 0; s < P_; ++s)
+      if (stageRank_[s] == rank_) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
+    std::vector<StageProgram> programs = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Stage& st = *mine[i];
       auto ls = std::make_unique<LocalStage>();
       ls->info = &st;
-      ls->device = devices_[s];
-      ls->program = StageProgram::load(o_.session.dir, st, o_.session.stageFormat, ls->device);
+      ls->device = where[i];
+      ls->program = std::move(programs[i]);
       // Values from other stages arrive through the mailbox: local ones put
       // there by their producer, remote ones by the communication thread.
       size_t slots = 0;
@@ -135,7 +139,7 @@ class Engine {
         ls->stream = c10::cuda::getStreamFromPool(false, ls->device.index());
         ls->copyStream = c10::cuda::getStreamFromPool(false, ls->device.index());
       }
-      local_[s] = std::move(ls);
+      local_[st.index] = std::move(ls);
     }
   }
 

@@ -12,6 +12,7 @@
 
 #include "runtime/stage_failure.h"
 #include "support/error.h"
+#include "support/parallel.h"
 
 namespace pipecut::runtime {
 
@@ -90,6 +91,13 @@ StageProgram::StageProgram() = default;
 StageProgram::StageProgram(StageProgram&&) noexcept = default;
 StageProgram& StageProgram::operator=(StageProgram&&) noexcept = default;
 StageProgram::~StageProgram() = default;
+
+std::vector<StageProgram> StageProgram::loadAll(const std::string& dir, const std::vector<const Stage*>& stages,
+                                               StageFormat f, const std::vector<c10::Device>& devices) {
+  std::vector<StageProgram> programs(stages.size());
+  support::parallelFor(stages.size(), 0, [&](size_t i) { programs[i] = load(dir, *stages[i], f, devices.at(i)); });
+  return programs;
+}
 
 StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device) {
   const StageFile& file = stageFileOf(st, f, device);

@@ -44,6 +44,14 @@ class StageProgram {
   // .pt2 stage is placed on anything but the CPU, and when a package was
   // compiled by a torch other than the LibTorch this binary links.
   static StageProgram load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device);
+  // Loads stages[i] for devices[i], for every i, side by side on the
+  // machine's cores: a process holding several stages waits for the
+  // slowest load, not their sum (a package's load writes and maps its whole
+  // library). Result i is stages[i]'s program. When loads fail, the error
+  // of the lowest i is thrown (support::parallelFor), so which one a run
+  // reports does not depend on timing.
+  static std::vector<StageProgram> loadAll(const std::string& dir, const std::vector<const Stage*>& stages,
+                                           StageFormat f, const std::vector<c10::Device>& devices);
 
   StageFormat format() const { return format_; }
   // forward() in the manifest's argument order; results in its output order.

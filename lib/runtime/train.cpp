@@ -184,14 +184,19 @@ class Trainer {
       verifyStageFiles(o_.session.dir, m_, check);
     }
     setIntraOpThreads(o_.session.threads, localWorkers_.size());
-    for (uint32_t s = 0; s < P_; ++s) {
-      if (!isLocalStage(s)) continue;
-      const Stage& info = m_.stages[s];
+    std::vector<const Stage*> mine;
+    std::vector<c10::Device> where;
+    for (uint32_t s = 0; s < P_; ++s)
+      if (isLocalStage(s)) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
+    // The loader every mode uses; training needs the TorchScript module (autograd).
+    std::vector<StageProgram> programs = StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Stage& info = *mine[i];
+      const uint32_t s = info.index;
       auto st = std::make_unique<StageState>();
       st->info = &info;
-      st->device = devices_[s];
-      // The loader every mode uses; training needs the TorchScript module (autograd).
-      st->program = StageProgram::load(o_.session.dir, info, StageFormat::TorchScript, st->device);
+      st->device = where[i];
+      st->program = std::move(programs[i]);
       std::vector<std::string> persistent;
       for (const auto& p : info.parameters)
         if (p.kind == "buffer") persistent.push_back(p.name);
