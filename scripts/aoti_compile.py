@@ -23,6 +23,11 @@ one set per sequence group: the stage is exported again around its module
 with the state swapped in for the buffers. A "stored" initial value travels
 in the package's metadata ("pipecut.state.K": dtype, shape, hex bytes).
 
+Weights: with "aot_inductor.package_constants_in_so" false (pipecut's
+default on the CPU) the package holds none; pipecut-run takes each constant
+by its FQN from the stage .pt2 (under "inner." for a stage with state: the
+metadata's "pipecut.weights_prefix").
+
 The last line of stdout is the answer. A failure exits 1 with the
 exception's type and message as the last line ("error: ..."), which pipecut
 shows naming the stage; the traceback above it is kept for --verbose.
@@ -115,11 +120,17 @@ def compile_stage(req):
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
     options = dict(req.get("options") or {})
+    metadata = {}
     if req.get("state"):
         ep, metadata = with_state_as_inputs(ep, req, args)
-        options["aot_inductor.metadata"] = {**options.get("aot_inductor.metadata", {}), **metadata}
+        # The wrapper's parameters are the stage's under "inner.": where
+        # pipecut-run finds a package's weights in the stage's .pt2 when the
+        # library leaves them out (aot_inductor.package_constants_in_so).
+        metadata["pipecut.weights_prefix"] = "inner."
     else:
         ep.example_inputs = (args, {})
+    if metadata:
+        options["aot_inductor.metadata"] = {**options.get("aot_inductor.metadata", {}), **metadata}
     start = time.monotonic()
     torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=options)
     return {"seconds": round(time.monotonic() - start, 3)}

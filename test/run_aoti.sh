@@ -61,7 +61,7 @@ for i, st in enumerate(m["stages"]):
     (pkg,) = [f for f in st["files"] if f["format"] == "aoti"]
     c = pkg["compiled"]
     assert pkg["path"] == f"stage_{i:03d}.aoti-cpu.pt2", pkg
-    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"cpp.dynamic_threads":true}', c
+    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true}', c
     assert c["source"] == f"stage_{i:03d}.pt2" and len(c["key"]) == 64 and len(pkg["xxh3_128"]) == 32, c
     assert c["key"] == r["stages"][i]["key"]
 EOF
@@ -168,6 +168,57 @@ contains "not a package message" "broken/stage_000.aoti-cpu.pt2: AOTInductor can
 cp -r split missing && rm missing/stage_001.aoti-cpu.pt2
 expect 2 "missing package" -- "$run" missing --stage-format aoti --inputs "$mb1" -q
 contains "missing package message" "stage 1 file 'stage_001.aoti-cpu.pt2': missing"
+# A CPU package is its kernels only; its weights are the stage .pt2's, mapped
+# where they lie (runtime/aoti_package.h). The library holds none of them:
+# zeroing the weights in the .pt2 changes the outputs (rewritten by Python's
+# zipfile, the records are no longer 64-byte aligned: those are copied at load).
+"$py" - split/stage_001.aoti-cpu.pt2 <<'EOF' && ok || bad "the package holds no weights"
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+assert not [n for n in names if "/data/weights/" in n or "/data/constants/" in n or n.endswith(".blob")], names
+EOF
+cp -r split zeroed
+"$py" - split/stage_001.pt2 zeroed/stage_001.pt2 <<'EOF' && ok || bad "zeroed weights written"
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w") as out:
+    for i in src.infolist():
+        data = src.read(i)
+        payload = "/data/weights/" in i.filename and not i.filename.endswith(".json")
+        out.writestr(i, bytes(len(data)) if payload else data)
+EOF
+expect 4 "weights read from the .pt2" -- "$run" zeroed --stage-format aoti -m 4 --inputs "$mb4" --check aoti.whole.mb4.safetensors \
+  --exact -q --no-verify
+expect 2 "weights' .pt2 changed" -- "$run" zeroed --stage-format aoti --inputs "$mb1" -q
+contains "weights' .pt2 changed message" "stage 1 file 'stage_001.pt2': "
+cp -r split nosource && rm nosource/stage_001.pt2
+expect 2 "weights' .pt2 missing" -- "$run" nosource --stage-format aoti --inputs "$mb1" -q
+contains "weights' .pt2 missing message" "stage 1 file 'stage_001.pt2': missing"
+expect 2 "weights' .pt2 missing, unverified" -- "$run" nosource --stage-format aoti --inputs "$mb1" -q --no-verify
+contains "weights' .pt2 missing, unverified message" "nosource/stage_001.pt2: "
+# A manifest whose package names another source, or the same name with
+# other bytes than the ones it was compiled from.
+for forge in source xxh3; do
+  cp -r split forged.$forge
+  "$py" - forged.$forge/manifest.json $forge <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for f in m["stages"][1]["files"]:
+    if f["format"] == "aoti":
+        if sys.argv[2] == "source":
+            f["compiled"]["source"] = "elsewhere.pt2"
+        else:
+            f["compiled"]["source_xxh3_128"] = "0" * 32
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+  "$sync" forged.$forge
+done
+expect 2 "weights' source not listed" -- "$run" forged.source --stage-format aoti --inputs "$mb1" -q
+contains "weights' source not listed message" \
+  "forged.source/manifest.json: stages[1].files[2].compiled.source: 'elsewhere.pt2' is not a .pt2 file of this stage"
+expect 2 "weights' source of other bytes" -- "$run" forged.xxh3 --stage-format aoti --inputs "$mb1" -q
+contains "weights' source of other bytes message" \
+  "stage 1: its package stage_001.aoti-cpu.pt2 was compiled from another stage_001.pt2 than the one here, whose weights it would take; compile it again (pipecut compile)"
+
 # --- Generation: state as inputs the package updates in place -----------------
 # llama_kv_chunk (prompt chunks of symbolic length, KV caches per stage): the
 # packages' greedy tokens equal the references, with chunks of 2 and whole

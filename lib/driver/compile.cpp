@@ -301,8 +301,14 @@ CompileResult compileDirectory(const CompileRequest& r) {
   // its one file written under TMPDIR and unlinked once loaded, where
   // LibTorch's loader extracts the package into /tmp and a killed run
   // leaves it there.
-  Json config = r.device == "cpu" ? Json{{"cpp.dynamic_threads", true}}
-                                  : Json{{"aot_inductor.embed_kernel_binary", true}};
+  // A CPU package's weights stay in the stage's .pt2 beside it, which
+  // pipecut-run maps and hands to the kernels (runtime/aoti_package.h): a
+  // package of kernels only is not a second copy of the stage on disk, nor
+  // a write of the stage's size at every load. (CUDA packages keep theirs
+  // until that path has run on a GPU.)
+  Json config = r.device == "cpu"
+                    ? Json{{"cpp.dynamic_threads", true}, {"aot_inductor.package_constants_in_so", false}}
+                    : Json{{"aot_inductor.embed_kernel_binary", true}};
   if (!r.inductorConfig.empty()) {
     Json given;
     try {
@@ -312,6 +318,10 @@ CompileResult compileDirectory(const CompileRequest& r) {
     }
     if (!given.is_object()) throw Error(ErrorKind::Usage, "", "--inductor-config", "expected a JSON object of Inductor settings");
     for (auto& [k, v] : given.items()) config[k] = v;
+    // Freezing makes constants of its own (weights prepacked for the
+    // kernels), which no .pt2 holds: such a package keeps its weights.
+    if (given.value("freezing", false) == true && !given.contains("aot_inductor.package_constants_in_so"))
+      config.erase("aot_inductor.package_constants_in_so");
   }
   const std::string options = config.dump();  // keys sorted: one text per configuration
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);

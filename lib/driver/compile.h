@@ -1,7 +1,8 @@
 #pragma once
 // `pipecut compile` as a library call: every .pt2 stage of a split compiled
-// by AOTInductor into a package (kernels and weights in one file) that
-// pipecut-run --stage-format aoti runs through LibTorch, with no Python.
+// by AOTInductor into a package that pipecut-run --stage-format aoti runs
+// through LibTorch, with no Python: its kernels, and on CUDA its weights (a
+// CPU package takes the stage .pt2's: runtime/aoti_package.h).
 //
 // Compiling is the one step that needs Python with torch: the user's, found
 // from `python`, then $PIPECUT_PYTHON, then the setup venv
@@ -40,7 +41,9 @@ struct CompileRequest {
   bool progress = false;         // a progress line on stderr
   bool verbose = false;          // the compiler's own output on stderr
   // Inductor configuration (a JSON object) over pipecut's defaults
-  // ({"cpp.dynamic_threads": true} on the CPU); part of the key and the record.
+  // ({"cpp.dynamic_threads": true, "aot_inductor.package_constants_in_so":
+  // false} on the CPU; "freezing" keeps the weights in); part of the key and
+  // the record.
   std::string inductorConfig;
 };
 

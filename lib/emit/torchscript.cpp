@@ -2,7 +2,6 @@
 #include "emit/torchscript_profile.h"
 
 #include <cctype>
-#include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -14,10 +13,10 @@
 #include <torch/csrc/jit/runtime/operator.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <ATen/ATen.h>
-#include <c10/core/CPUAllocator.h>
 
 #include "emit/control_flow.h"
 #include "emit/dtypes.h"
+#include "emit/stored_tensors.h"
 #include "ir/op_traits.h"
 #include "ir/state.h"
 #include "support/error.h"
@@ -45,7 +44,7 @@ class Emitter final : public BodyEmitter {
   // outlive the package and a buffer update does not write to a read-only map.
   void trackOwners() {
     owners_.emplace();
-    ownStorage_ = true;
+    tensors_ = StoredTensors(StoredTensors::Bytes::Copied);
   }
   const std::unordered_map<jit::Node*, size_t>& owners() const { return *owners_; }
   const std::shared_ptr<jit::Graph>& graph() const { return graph_; }
@@ -163,7 +162,7 @@ class Emitter final : public BodyEmitter {
     const pt2::StoredTensor* t = pkg_.find(s.target);
     if (!t) fail(s.target, "no payload for this tensor");
     if (registered_.count(s.target)) return;
-    at::Tensor value = loadTensor(*t);
+    at::Tensor value = tensors_.load(*t);
     size_t dot = s.target.rfind('.');
     std::string owner = dot == std::string::npos ? "" : s.target.substr(0, dot);
     std::string leaf = dot == std::string::npos ? s.target : s.target.substr(dot + 1);
@@ -171,38 +170,6 @@ class Emitter final : public BodyEmitter {
     if (s.kind == ir::InputKind::Parameter) m.register_parameter(leaf, value, false);
     else m.register_buffer(leaf, value);
     registered_.insert(s.target);
-  }
-
-  at::Tensor loadTensor(const pt2::StoredTensor& t) {
-    if (t.usePickle) fail(t.fqn, "pickled tensors (tensor subclasses) are not supported");
-    if (!t.meta) fail(t.fqn, "no tensor metadata");
-    const ir::TensorMeta& m = *t.meta;
-    std::vector<int64_t> sizes, strides;
-    for (const auto& s : m.sizes) {
-      if (s.isExpr) fail(t.fqn, "symbolic size in a parameter");
-      sizes.push_back(s.value);
-    }
-    for (const auto& s : m.strides) strides.push_back(s.value);
-    auto options = at::TensorOptions().dtype(toC10(m.dtype));
-    // No copy: the tensor uses the record's bytes where they lie in the
-    // memory-mapped source (the package outlives the module), through one
-    // storage per record, so tensors that shared a storage still share it and
-    // the writer saves it once. The reader checked that the record holds
-    // every byte the view spans.
-    pt2::ByteView bytes = t.data.view();
-    auto [it, fresh] = storages_.try_emplace(bytes.data);
-    if (fresh && ownStorage_) {
-      it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size, c10::GetDefaultCPUAllocator(),
-                                /*resizable=*/false);
-      if (bytes.size) std::memcpy(it->second.mutable_data(), bytes.data, bytes.size);
-    } else if (fresh) {
-      it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size,
-                                c10::DataPtr(const_cast<uint8_t*>(bytes.data), c10::Device(c10::kCPU)),
-                                /*allocator=*/nullptr, /*resizable=*/false);
-    }
-    at::Tensor out = at::empty({0}, options).set_(it->second, m.storageOffset.value, sizes, strides);
-    if (t.isParam && m.requiresGrad) out.set_requires_grad(true);
-    return out;
   }
 
   jit::Value* attribute(const std::string& fqn) {
@@ -566,12 +533,11 @@ class Emitter final : public BodyEmitter {
   std::optional<ir::Device> homeDevice_;
   std::map<std::string, jit::Module> submodules_;
   std::set<std::string> registered_;
-  std::map<const uint8_t*, c10::Storage> storages_;  // by record start in the mapped source
+  StoredTensors tensors_;  // mapped from the source package (it outlives the module), unless trackOwners
   std::unordered_map<std::string, jit::Value*> attrs_;
   std::unordered_map<const ir::Value*, jit::Value*> env_;
   std::string where_;
   std::optional<std::unordered_map<jit::Node*, size_t>> owners_;
-  bool ownStorage_ = false;
 };
 
 // Builds the module; what torch still rejects after every overload and

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emit/stored_tensors.h"
+#include "pt2/package.h"
 #include "pt2/zip_archive.h"
 #include "support/error.h"
 
@@ -150,7 +152,7 @@ class PrivateCopy {
 
 }  // namespace
 
-std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Device device) {
+std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Device device, const std::string& weights) {
   std::unique_ptr<AotiPackage> p(new AotiPackage());
   // The runner for the device's type, as LibTorch's loader finds it: "cuda"
   // is there when LibTorch was built with CUDA (libtorch_cuda registers it).
@@ -170,13 +172,53 @@ std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Dev
       p->runner_ = creator->second(library, 1, device.str(), copy.directory(), false);
       copy.remove();
       p->metadata_ = std::move(contents.metadata);
+      if (!weights.empty()) p->takeWeights(path, weights, device);
       return p;
     }
   }
   p->loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
       path, "model", false, 1, device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
   p->metadata_ = p->loader_->get_metadata();
+  if (!weights.empty()) p->takeWeights(path, weights, device);
   return p;
+}
+
+void AotiPackage::takeWeights(const std::string& path, const std::string& weights, c10::Device device) {
+  const pt2::Package source = pt2::readPackage(weights);
+  auto prefixIt = metadata_.find("pipecut.weights_prefix");
+  const std::string prefix = prefixIt == metadata_.end() ? "" : prefixIt->second;
+  // Constant name -> FQN: the runner's own names; the loader takes FQNs.
+  std::unordered_map<std::string, std::string> fqns;
+  std::unordered_map<std::string, int32_t> dtypes;
+  if (runner_) {
+    fqns = runner_->getConstantNamesToOriginalFQNs();
+    dtypes = runner_->getConstantNamesToDtypes();
+  } else {
+    for (const std::string& fqn : loader_->get_constant_fqns()) fqns.emplace(fqn, fqn);
+  }
+  emit::StoredTensors stored;
+  for (const auto& [name, fqn] : fqns) {
+    const std::string key = fqn.rfind(prefix, 0) == 0 ? fqn.substr(prefix.size()) : fqn;
+    const std::string where = "constant '" + key + "'";
+    const pt2::StoredTensor* t = source.find(key);
+    if (!t)
+      throw Error(ErrorKind::InvalidInput, path, where,
+                  "is not in " + weights + ", the stage's .pt2 the package takes its weights from; compile it again");
+    at::Tensor value = stored.load(*t);
+    auto dtype = dtypes.find(name);
+    if (dtype != dtypes.end() && dtype->second != static_cast<int32_t>(value.scalar_type()))
+      throw Error(ErrorKind::InvalidInput, path, where,
+                  std::string("is ") + c10::toString(value.scalar_type()) + " in " + weights +
+                      ", not the dtype the package was compiled for; compile it again");
+    // The kernels read a constant as it lies (a record starts 64-byte
+    // aligned; a view inside one may not, and gets its own copy), on the
+    // package's device.
+    if (!device.is_cpu()) value = value.to(device);
+    else if (reinterpret_cast<uintptr_t>(value.data_ptr()) % 64 != 0) value = value.clone();
+    constants_.emplace(name, std::move(value));
+  }
+  if (runner_) runner_->update_constant_buffer(constants_, false, true, true);
+  else loader_->load_constants(constants_, false, true, true);
 }
 
 AotiPackage::~AotiPackage() = default;

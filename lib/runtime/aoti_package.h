@@ -4,11 +4,11 @@
 //
 // Why not just LibTorch's AOTIModelPackageLoader: in torch 2.11 it extracts
 // every file of the package into a fresh /tmp/XXXXXX (TMPDIR is not asked)
-// and deletes it in its destructor. A CPU package carries its weights inside
-// its library, so each start writes the whole stage again (2.1 GB for a
-// 7B-shaped 4-layer split), and a run ended by a signal (torchrun's SIGTERM
-// to the surviving ranks, a scheduler's cancel, Ctrl-C) never reaches the
-// destructor: the copy stays in /tmp, run after run. On a tmpfs /tmp it is
+// and deletes it in its destructor. A package that carries its weights in
+// its library (AOTInductor's default) has each start write the whole stage
+// again (2.1 GB for a 7B-shaped 4-layer split), and a run ended by a signal
+// (torchrun's SIGTERM to the surviving ranks, a scheduler's cancel, Ctrl-C)
+// never reaches the destructor: the copy stays in /tmp, run after run. On a tmpfs /tmp it is
 // memory for as long as it stays.
 //
 // Here a package's library is written to a private directory (0700) under
@@ -27,9 +27,22 @@
 //
 // A package that needs more than its library goes through LibTorch's loader
 // as before: kernel binaries loaded from their directory at each kernel's
-// first call (a CUDA package compiled without embedding), weights kept
-// outside the library (aot_inductor.package_constants_on_disk_format), the
+// first call (a CUDA package compiled without embedding), weights in files
+// of the package's own (aot_inductor.package_constants_on_disk_format), the
 // proxy executor's nodes or torchbind objects read beside the library.
+//
+// Weights from the stage's .pt2. pipecut compile leaves a CPU package's
+// weights out of its library (aot_inductor.package_constants_in_so off):
+// the stage's .pt2 beside it holds the same bytes, so the package is its
+// kernels only (kilobytes to megabytes, not the stage's size again on disk
+// and in the copy above), and its weights are the .pt2's bytes where they
+// lie in the memory-mapped file, handed to the runner as user-managed
+// constants: not copied, shared with the page cache, paged in as the kernels
+// first read them. The runner names each constant by the FQN it had in the
+// program it was compiled from (a stage with state: under "inner.", the
+// wrapper aoti_compile.py exports; the package's "pipecut.weights_prefix"),
+// and every one must be in the .pt2 with the dtype the kernels were built
+// for. A package on a GPU gets a copy of each on the device.
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -52,7 +65,10 @@ class AotiPackage {
   // goes (the directory named, and TMPDIR as the way to move it),
   // InvalidInput when AOTInductor refuses the package. LibTorch's own
   // exceptions from the loader are left to the caller.
-  static std::unique_ptr<AotiPackage> load(const std::string& path, c10::Device device);
+  // `weights`: the .pt2 to take the weights from ("" when the package holds
+  // them); a constant it lacks, or of another dtype, is InvalidInput naming
+  // the constant and that file.
+  static std::unique_ptr<AotiPackage> load(const std::string& path, c10::Device device, const std::string& weights = "");
   ~AotiPackage();
 
   // Runs the model; steals the inputs (AOTIModelContainerRunner::boxed_run).
@@ -66,6 +82,10 @@ class AotiPackage {
   std::unordered_map<std::string, std::string> metadata_;
   std::unique_ptr<torch::inductor::AOTIModelContainerRunner> runner_;  // the package's library, loaded here
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;    // anything else
+  // Weights from the stage's .pt2, by the runner's constant names (the
+  // loader's: by FQN). The runner holds them as user-managed: they live here.
+  std::unordered_map<std::string, at::Tensor> constants_;
+  void takeWeights(const std::string& path, const std::string& weights, c10::Device device);
 };
 
 }  // namespace pipecut::runtime

@@ -252,7 +252,7 @@ class Generation {
     if (o_.session.verifyHashes) {
       StageFileCheck check;
       check.select = [&](const Stage& st, const StageFile& f) {
-        return isLocal(st.index) && &f == &stageFileOf(st, o_.session.stageFormat, devices_[st.index]);
+        return isLocal(st.index) && readsStageFile(st, f, o_.session.stageFormat, devices_[st.index]);
       };
       check.sha256 = !o_.session.expectManifestSha256.empty();
       verifyStageFiles(o_.session.dir, m_, check);

@@ -104,7 +104,7 @@ class Engine {
       // This rank's stage files, hashed on every core before anything loads.
       StageFileCheck check;
       check.select = [&](const Stage& st, const StageFile& f) {
-        return stageRank_[st.index] == rank_ && &f == &stageFileOf(st, o_.session.stageFormat, devices_[st.index]);
+        return stageRank_[st.index] == rank_ && readsStageFile(st, f, o_.session.stageFormat, devices_[st.index]);
       };
       // A pinned manifest pins its stage files by their SHA-256 (XXH3-128
       // guards against accidents, not a forger).

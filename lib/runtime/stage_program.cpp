@@ -43,6 +43,34 @@ const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device)
                                     : "has no TorchScript (.pt) file; split with --format torchscript");
 }
 
+const StageFile* weightsSourceOf(const Stage& st, const StageFile& package) {
+  if (!package.compiled) return nullptr;
+  const CompiledPackage& c = *package.compiled;
+  // The manifest's options are the package's (they are part of its key):
+  // weights out of the library, and not in a file of the package's own.
+  nlohmann::json o = nlohmann::json::parse(c.options, nullptr, false);
+  if (!o.is_object()) return nullptr;
+  auto in = o.find("aot_inductor.package_constants_in_so");
+  auto onDisk = o.find("aot_inductor.package_constants_on_disk_format");
+  if (in == o.end() || *in != false || (onDisk != o.end() && !onDisk->is_null())) return nullptr;
+  const std::string stage = "stage " + std::to_string(st.index);
+  for (const auto& f : st.files)
+    if (f.path == c.source && f.format == "pt2") {
+      if (!c.sourceXxh3_128.empty() && !f.xxh3_128.empty() && c.sourceXxh3_128 != f.xxh3_128)
+        throw Error(ErrorKind::InvalidInput, "", stage,
+                    "its package " + package.path + " was compiled from another " + c.source +
+                        " than the one here, whose weights it would take; compile it again (pipecut compile)");
+      return &f;
+    }
+  // The manifest's reader refuses a package whose source is not a .pt2 of its stage.
+  internalError(stage, "its package " + package.path + " names " + c.source + ", not a .pt2 file of the stage");
+}
+
+bool readsStageFile(const Stage& st, const StageFile& file, StageFormat f, c10::Device device) {
+  const StageFile& own = stageFileOf(st, f, device);
+  return &file == &own || (f == StageFormat::Aoti && &file == weightsSourceOf(st, own));
+}
+
 namespace {
 
 // A package's initial state: the manifest's zeros, or the value
@@ -116,7 +144,8 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
   try {
     if (f == StageFormat::Aoti) {
       // One runner: each stage's calls come from one thread at a time.
-      p.aoti_ = AotiPackage::load(path, device);
+      const StageFile* weights = weightsSourceOf(st, file);
+      p.aoti_ = AotiPackage::load(path, device, weights ? dir + "/" + weights->path : "");
     } else if (f == StageFormat::TorchScript) {
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();

@@ -31,6 +31,18 @@ class AotiPackage;
 // write one (or pipecut compile did not compile one for that device).
 const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device = c10::kCPU);
 
+// The .pt2 an AOTInductor package takes its weights from: the stage file it
+// was compiled from, when pipecut compile left the weights out of the
+// library (aot_inductor.package_constants_in_so off, pipecut's default on the
+// CPU); nullptr when the package holds its own. Throws pipecut::Error
+// (InvalidInput) naming the stage when that .pt2 is not the one the package
+// was compiled from (the manifest's reader has checked that it is listed).
+const StageFile* weightsSourceOf(const Stage& st, const StageFile& package);
+
+// Whether loading the stage in format f reads `file`: its stage file, and the
+// .pt2 whose weights its package takes. What pipecut-run hashes before it loads.
+bool readsStageFile(const Stage& st, const StageFile& file, StageFormat f, c10::Device device);
+
 class StageProgram {
  public:
   StageProgram();

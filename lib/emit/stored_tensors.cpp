@@ -1,0 +1,51 @@
+#include "emit/stored_tensors.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include "emit/dtypes.h"
+#include "support/error.h"
+
+namespace pipecut::emit {
+
+namespace {
+
+// The DataPtr's context: the archive whose mapping the bytes lie in.
+void releaseArchive(void* context) { delete static_cast<std::shared_ptr<const pt2::ArchiveReader>*>(context); }
+
+}  // namespace
+
+at::Tensor StoredTensors::load(const pt2::StoredTensor& t) {
+  auto fail = [&](const std::string& msg) -> void { throw Error(ErrorKind::InvalidInput, "", t.fqn, msg); };
+  if (t.usePickle) fail("pickled tensors (tensor subclasses) are not supported");
+  if (!t.meta) fail("no tensor metadata");
+  const ir::TensorMeta& m = *t.meta;
+  std::vector<int64_t> sizes, strides;
+  for (const auto& s : m.sizes) {
+    if (s.isExpr) fail("symbolic size in a parameter");
+    sizes.push_back(s.value);
+  }
+  for (const auto& s : m.strides) strides.push_back(s.value);
+  // The reader checked that the record holds every byte the view spans.
+  const pt2::ByteView bytes = t.data.view();
+  auto [it, fresh] = storages_.try_emplace(bytes.data);
+  if (fresh && (bytes_ == Bytes::Copied || !t.data.source)) {
+    it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size, c10::GetDefaultCPUAllocator(),
+                              /*resizable=*/false);
+    if (bytes.size) std::memcpy(it->second.mutable_data(), bytes.data, bytes.size);
+  } else if (fresh) {
+    auto* keep = new std::shared_ptr<const pt2::ArchiveReader>(t.data.source);
+    it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size,
+                              c10::DataPtr(const_cast<uint8_t*>(bytes.data), keep, &releaseArchive, c10::Device(c10::kCPU)),
+                              /*allocator=*/nullptr, /*resizable=*/false);
+  }
+  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(toC10(m.dtype))).set_(it->second, m.storageOffset.value, sizes, strides);
+  if (t.isParam && m.requiresGrad) out.set_requires_grad(true);
+  return out;
+}
+
+}  // namespace pipecut::emit
