@@ -24,9 +24,12 @@ with the state swapped in for the buffers. A "stored" initial value travels
 in the package's metadata ("pipecut.state.K": dtype, shape, hex bytes).
 
 Weights: with "aot_inductor.package_constants_in_so" false (pipecut's
-default on the CPU) the package holds none; pipecut-run takes each constant
-by its FQN from the stage .pt2 (under "inner." for a stage with state: the
-metadata's "pipecut.weights_prefix").
+default on the CPU) the package holds none and its metadata says
+"pipecut.weights": "stage"; pipecut-run takes each constant by its FQN from
+the stage .pt2 (under "inner." for a stage with state: the metadata's
+"pipecut.weights_prefix"). A program whose compiled constants are not all
+in the .pt2 is compiled again with its weights inside ("pipecut.weights":
+"package"); the answer's "weights" says which.
 
 The last line of stdout is the answer. A failure exits 1 with the
 exception's type and message as the last line ("error: ..."), which pipecut
@@ -120,20 +123,39 @@ def compile_stage(req):
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
     options = dict(req.get("options") or {})
-    metadata = {}
+    stage_names = set(ep.state_dict) | set(ep.constants)
+    metadata, prefix = {}, ""
     if req.get("state"):
         ep, metadata = with_state_as_inputs(ep, req, args)
-        # The wrapper's parameters are the stage's under "inner.": where
-        # pipecut-run finds a package's weights in the stage's .pt2 when the
-        # library leaves them out (aot_inductor.package_constants_in_so).
-        metadata["pipecut.weights_prefix"] = "inner."
+        # The wrapper's parameters are the stage's under "inner.".
+        prefix = metadata["pipecut.weights_prefix"] = "inner."
     else:
         ep.example_inputs = (args, {})
-    if metadata:
-        options["aot_inductor.metadata"] = {**options.get("aot_inductor.metadata", {}), **metadata}
+    weightless = (options.get("aot_inductor.package_constants_in_so", True) is False
+                  and not options.get("aot_inductor.package_constants_on_disk_format"))
+
+    def compile_with(weights):
+        meta = {**metadata, "pipecut.weights": weights} if weightless else metadata
+        opts = dict(options)
+        if meta:
+            opts["aot_inductor.metadata"] = {**opts.get("aot_inductor.metadata", {}), **meta}
+        if weights == "package":
+            opts["aot_inductor.package_constants_in_so"] = True
+        torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=opts)
+
     start = time.monotonic()
-    torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=options)
-    return {"seconds": round(time.monotonic() - start, 3)}
+    weights = "stage" if weightless else "package"
+    compile_with(weights)
+    if weightless:
+        # pipecut-run takes each constant by its FQN from the stage .pt2.
+        # Constants Inductor made itself (folded from weights, as batch norm
+        # into a convolution's bias; lifted tensor constants, which it
+        # renames) are in no .pt2: then the package keeps its weights.
+        fqns = torch._inductor.aoti_load_package(req["output"]).get_constant_fqns()
+        if [f for f in fqns if (f[len(prefix):] if f.startswith(prefix) else f) not in stage_names]:
+            weights = "package"
+            compile_with(weights)
+    return {"seconds": round(time.monotonic() - start, 3), "weights": weights}
 
 
 def main():

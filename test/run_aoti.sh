@@ -219,6 +219,23 @@ expect 2 "weights' source of other bytes" -- "$run" forged.xxh3 --stage-format a
 contains "weights' source of other bytes message" \
   "stage 1: its package stage_001.aoti-cpu.pt2 was compiled from another stage_001.pt2 than the one here, whose weights it would take; compile it again (pipecut compile)"
 
+# cnn_bn cut after its last convolution: the second stage's compiled program
+# holds a constant Inductor made (the lifted tensor constant `offset`,
+# renamed), which no .pt2 holds, so that package keeps its weights; the
+# first takes the .pt2's. Both give PyTorch's outputs.
+cnn=$models/cnn_bn.mb4.ref.safetensors
+expect 0 "split cnn_bn" -- "$pipecut" split "$models/cnn_bn.pt2" --spec <(echo '{"split_points": {"layers.3": "END"}}') -o cnn -q
+expect 0 "compile cnn_bn" -- "$pipecut" compile cnn --python "$py" -j 2 -q
+"$py" - cnn/stage_000.aoti-cpu.pt2 cnn/stage_001.aoti-cpu.pt2 <<'EOF' && ok || bad "cnn_bn: weights from the .pt2, then in the package"
+import json, sys, zipfile
+def weights(path):
+    z = zipfile.ZipFile(path)
+    (meta,) = [n for n in z.namelist() if n.endswith(".wrapper_metadata.json")]
+    return json.loads(z.read(meta))["pipecut.weights"]
+assert [weights(p) for p in sys.argv[1:]] == ["stage", "package"], [weights(p) for p in sys.argv[1:]]
+EOF
+expect 0 "cnn_bn packages vs PyTorch" -- "$run" cnn --stage-format aoti -m 4 --inputs "$cnn" --check "$cnn" -q
+
 # --- Generation: state as inputs the package updates in place -----------------
 # llama_kv_chunk (prompt chunks of symbolic length, KV caches per stage): the
 # packages' greedy tokens equal the references, with chunks of 2 and whole

@@ -172,18 +172,23 @@ std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Dev
       p->runner_ = creator->second(library, 1, device.str(), copy.directory(), false);
       copy.remove();
       p->metadata_ = std::move(contents.metadata);
-      if (!weights.empty()) p->takeWeights(path, weights, device);
+      p->takeWeights(path, weights, device);
       return p;
     }
   }
   p->loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
       path, "model", false, 1, device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
   p->metadata_ = p->loader_->get_metadata();
-  if (!weights.empty()) p->takeWeights(path, weights, device);
+  p->takeWeights(path, weights, device);
   return p;
 }
 
 void AotiPackage::takeWeights(const std::string& path, const std::string& weights, c10::Device device) {
+  auto from = metadata_.find("pipecut.weights");
+  if (from == metadata_.end() || from->second != "stage") return;  // the package holds them
+  if (weights.empty())
+    throw Error(ErrorKind::InvalidInput, path, "",
+                "holds no weights, and its manifest record names no .pt2 to take them from; compile it again");
   const pt2::Package source = pt2::readPackage(weights);
   auto prefixIt = metadata_.find("pipecut.weights_prefix");
   const std::string prefix = prefixIt == metadata_.end() ? "" : prefixIt->second;

@@ -42,7 +42,11 @@
 // program it was compiled from (a stage with state: under "inner.", the
 // wrapper aoti_compile.py exports; the package's "pipecut.weights_prefix"),
 // and every one must be in the .pt2 with the dtype the kernels were built
-// for. A package on a GPU gets a copy of each on the device.
+// for. A package on a GPU gets a copy of each on the device. Which packages
+// take them so is the package's own word (metadata "pipecut.weights":
+// "stage"): pipecut compile keeps a program's weights inside when Inductor
+// made constants of its own that no .pt2 holds (folded batch norm, renamed
+// lifted tensor constants).
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -65,9 +69,9 @@ class AotiPackage {
   // goes (the directory named, and TMPDIR as the way to move it),
   // InvalidInput when AOTInductor refuses the package. LibTorch's own
   // exceptions from the loader are left to the caller.
-  // `weights`: the .pt2 to take the weights from ("" when the package holds
-  // them); a constant it lacks, or of another dtype, is InvalidInput naming
-  // the constant and that file.
+  // `weights`: the stage's .pt2, where a package that holds no weights takes
+  // them from ("" when the manifest names none); a constant it lacks, or of
+  // another dtype, is InvalidInput naming the constant and that file.
   static std::unique_ptr<AotiPackage> load(const std::string& path, c10::Device device, const std::string& weights = "");
   ~AotiPackage();
 

@@ -31,10 +31,11 @@ class AotiPackage;
 // write one (or pipecut compile did not compile one for that device).
 const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device = c10::kCPU);
 
-// The .pt2 an AOTInductor package takes its weights from: the stage file it
-// was compiled from, when pipecut compile left the weights out of the
-// library (aot_inductor.package_constants_in_so off, pipecut's default on the
-// CPU); nullptr when the package holds its own. Throws pipecut::Error
+// The .pt2 an AOTInductor package may take its weights from: the stage file
+// it was compiled from, when it was compiled to leave them out of the library
+// (aot_inductor.package_constants_in_so off, pipecut's default on the CPU;
+// the package's metadata says whether it did: runtime/aoti_package.h);
+// nullptr when it holds its own. Throws pipecut::Error
 // (InvalidInput) naming the stage when that .pt2 is not the one the package
 // was compiled from (the manifest's reader has checked that it is listed).
 const StageFile* weightsSourceOf(const Stage& st, const StageFile& package);
