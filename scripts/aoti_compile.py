@@ -148,9 +148,9 @@ def compile_stage(req):
     compile_with(weights)
     if weightless:
         # pipecut-run takes each constant by its FQN from the stage .pt2.
-        # Constants Inductor made itself (folded from weights, as batch norm
-        # into a convolution's bias; lifted tensor constants, which it
-        # renames) are in no .pt2: then the package keeps its weights.
+        # A constant Inductor made itself (a lifted tensor constant, which it
+        # renames: cnn_bn's `offset` becomes `_tensor_constant0`) is in no
+        # .pt2: then the package keeps its weights.
         fqns = torch._inductor.aoti_load_package(req["output"]).get_constant_fqns()
         if [f for f in fqns if (f[len(prefix):] if f.startswith(prefix) else f) not in stage_names]:
             weights = "package"

@@ -8,8 +8,8 @@
 // its library (AOTInductor's default) has each start write the whole stage
 // again (2.1 GB for a 7B-shaped 4-layer split), and a run ended by a signal
 // (torchrun's SIGTERM to the surviving ranks, a scheduler's cancel, Ctrl-C)
-// never reaches the destructor: the copy stays in /tmp, run after run. On a tmpfs /tmp it is
-// memory for as long as it stays.
+// never reaches the destructor: the copy stays in /tmp, run after run. On a
+// tmpfs /tmp it is memory for as long as it stays.
 //
 // Here a package's library is written to a private directory (0700) under
 // $TMPDIR (else /tmp), loaded, and unlinked at once: a loaded library needs
@@ -45,8 +45,8 @@
 // for. A package on a GPU gets a copy of each on the device. Which packages
 // take them so is the package's own word (metadata "pipecut.weights":
 // "stage"): pipecut compile keeps a program's weights inside when Inductor
-// made constants of its own that no .pt2 holds (folded batch norm, renamed
-// lifted tensor constants).
+// made constants of its own that no .pt2 holds (a lifted tensor constant it
+// renames: cnn_bn's `offset` becomes `_tensor_constant0`).
 #include <memory>
 #include <string>
 #include <unordered_map>
