@@ -197,7 +197,7 @@ expect 2 "weights' .pt2 missing, unverified" -- "$run" nosource --stage-format a
 contains "weights' .pt2 missing, unverified message" "nosource/stage_001.pt2: "
 # A manifest whose package names another source, or the same name with
 # other bytes than the ones it was compiled from.
-for forge in source xxh3; do
+for forge in source xxh3 options; do
   cp -r split forged.$forge
   "$py" - forged.$forge/manifest.json $forge <<'EOF'
 import json, sys
@@ -206,6 +206,8 @@ for f in m["stages"][1]["files"]:
     if f["format"] == "aoti":
         if sys.argv[2] == "source":
             f["compiled"]["source"] = "elsewhere.pt2"
+        elif sys.argv[2] == "options":
+            f["compiled"]["options"] = '{"cpp.dynamic_threads":true}'
         else:
             f["compiled"]["source_xxh3_128"] = "0" * 32
 json.dump(m, open(sys.argv[1], "w"))
@@ -219,6 +221,11 @@ expect 2 "weights' source of other bytes" -- "$run" forged.xxh3 --stage-format a
 contains "weights' source of other bytes message" \
   "stage 1: its package stage_001.aoti-cpu.pt2 was compiled from another stage_001.pt2 than the one here, whose weights it would take; compile it again (pipecut compile)"
 
+# A record whose options say the package holds its weights, for a package
+# that holds none: the package's own word wins, and it names no .pt2.
+expect 2 "weightless package, no source named" -- "$run" forged.options --stage-format aoti --inputs "$mb1" -q
+contains "weightless package, no source named message" \
+  "forged.options/stage_001.aoti-cpu.pt2: holds no weights, and its manifest record names no .pt2 to take them from; compile it again"
 # cnn_bn cut after its last convolution: the second stage's compiled program
 # holds a constant Inductor made (the lifted tensor constant `offset`,
 # renamed), which no .pt2 holds, so that package keeps its weights; the
