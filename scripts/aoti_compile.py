@@ -27,9 +27,10 @@ Weights: with "aot_inductor.package_constants_in_so" false (pipecut's
 default on the CPU) the package holds none and its metadata says
 "pipecut.weights": "stage"; pipecut-run takes each constant by its FQN from
 the stage .pt2 (under "inner." for a stage with state: the metadata's
-"pipecut.weights_prefix"). A program whose compiled constants are not all
-in the .pt2 is compiled again with its weights inside ("pipecut.weights":
-"package"); the answer's "weights" says which.
+"pipecut.weights_prefix"); lifted tensor constants are compiled as the
+buffers they are, so that they keep their FQNs. A program whose compiled
+constants are not all in the .pt2 is compiled again with its weights inside
+("pipecut.weights": "package"); the answer's "weights" says which.
 
 The last line of stdout is the answer. A failure exits 1 with the
 exception's type and message as the last line ("error: ..."), which pipecut
@@ -107,11 +108,28 @@ def with_state_as_inputs(ep, req, args):
     return program, metadata
 
 
+def constants_as_buffers(ep):
+    """Lifted tensor constants relabelled as the non-persistent buffers they
+    act as (both are read-only lifted inputs held in ep.constants): Inductor
+    keeps a buffer's FQN but renames a constant (`offset` becomes
+    `_tensor_constant0`), and pipecut-run finds each weight in the stage's
+    .pt2 by FQN."""
+    from torch.export.graph_signature import InputKind, InputSpec
+
+    specs = ep.graph_signature.input_specs
+    for i, s in enumerate(specs):
+        if s.kind == InputKind.CONSTANT_TENSOR:
+            specs[i] = InputSpec(kind=InputKind.BUFFER, arg=s.arg, target=s.target, persistent=False)
+
+
 def compile_stage(req):
     import torch
 
     torch.manual_seed(0)
     ep = torch.export.load(req["source"])
+    # Before the state wrapper: the module it wraps then holds them as
+    # buffers too, under "inner.".
+    constants_as_buffers(ep)
     device = req["device"]
     if device == "cuda":
         from torch.export.passes import move_to_device_pass
@@ -148,9 +166,9 @@ def compile_stage(req):
     compile_with(weights)
     if weightless:
         # pipecut-run takes each constant by its FQN from the stage .pt2.
-        # A constant Inductor made itself (a lifted tensor constant, which it
-        # renames: cnn_bn's `offset` becomes `_tensor_constant0`) is in no
-        # .pt2: then the package keeps its weights.
+        # A constant Inductor made itself (runtime constant folding's
+        # `_FOLDED_CONST_*`, computed from the weights when the package first
+        # runs) is in no .pt2: then the package keeps its weights.
         fqns = torch._inductor.aoti_load_package(req["output"]).get_constant_fqns()
         if [f for f in fqns if (f[len(prefix):] if f.startswith(prefix) else f) not in stage_names]:
             weights = "package"

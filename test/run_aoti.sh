@@ -226,22 +226,59 @@ contains "weights' source of other bytes message" \
 expect 2 "weightless package, no source named" -- "$run" forged.options --stage-format aoti --inputs "$mb1" -q
 contains "weightless package, no source named message" \
   "forged.options/stage_001.aoti-cpu.pt2: holds no weights, and its manifest record names no .pt2 to take them from; compile it again"
-# cnn_bn cut after its last convolution: the second stage's compiled program
-# holds a constant Inductor made (the lifted tensor constant `offset`,
-# renamed), which no .pt2 holds, so that package keeps its weights; the
-# first takes the .pt2's. Both give PyTorch's outputs.
+# cnn_bn cut after its last convolution: the second stage reads a lifted
+# tensor constant (`offset`), which Inductor would rename had pipecut not
+# compiled it as the buffer it acts as: both packages take their weights from
+# the .pt2. Runtime constant folding makes constants of Inductor's own
+# (`_FOLDED_CONST_*`), which no .pt2 holds: those packages keep their weights.
+# Both give PyTorch's outputs.
 cnn=$models/cnn_bn.mb4.ref.safetensors
 expect 0 "split cnn_bn" -- "$pipecut" split "$models/cnn_bn.pt2" --spec <(echo '{"split_points": {"layers.3": "END"}}') -o cnn -q
+cp -r cnn cnn.folded
 expect 0 "compile cnn_bn" -- "$pipecut" compile cnn --python "$py" -j 2 -q
-"$py" - cnn/stage_000.aoti-cpu.pt2 cnn/stage_001.aoti-cpu.pt2 <<'EOF' && ok || bad "cnn_bn: weights from the .pt2, then in the package"
+expect 0 "compile cnn_bn, runtime folding" -- "$pipecut" compile cnn.folded --python "$py" -j 2 -q \
+  --inductor-config '{"aot_inductor.use_runtime_constant_folding": true}'
+"$py" - cnn cnn.folded <<'EOF' && ok || bad "cnn_bn: weights from the .pt2, or in the package with runtime folding"
 import json, sys, zipfile
 def weights(path):
     z = zipfile.ZipFile(path)
     (meta,) = [n for n in z.namelist() if n.endswith(".wrapper_metadata.json")]
     return json.loads(z.read(meta))["pipecut.weights"]
-assert [weights(p) for p in sys.argv[1:]] == ["stage", "package"], [weights(p) for p in sys.argv[1:]]
+got = [[weights(f"{d}/stage_00{k}.aoti-cpu.pt2") for k in (0, 1)] for d in sys.argv[1:]]
+assert got == [["stage", "stage"], ["package", "package"]], got
 EOF
-expect 0 "cnn_bn packages vs PyTorch" -- "$run" cnn --stage-format aoti -m 4 --inputs "$cnn" --check "$cnn" -q
+for d in cnn cnn.folded; do
+  expect 0 "$d packages vs PyTorch" -- "$run" $d --stage-format aoti -m 4 --inputs "$cnn" --check "$cnn" -q
+done
+# A .pt2 that does not hold what the package was compiled against, taken
+# unverified: another stage's (no `offset`), a weight of another dtype, and
+# one saved as requiring gradients that its dtype cannot. Each exits 2 naming
+# the file and the weight.
+"$py" - cnn/stage_001.pt2 <<'EOF' && ok || bad "forged weights written"
+import json, os, shutil, sys, zipfile
+for how in ("dtype", "grad"):
+    shutil.copytree("cnn", f"cnn.{how}")
+    with zipfile.ZipFile(sys.argv[1]) as z, zipfile.ZipFile(f"cnn.{how}/stage_001.pt2", "w") as out:
+        for i in z.infolist():
+            data = z.read(i)
+            if i.filename.endswith("weights/model_weights_config.json"):
+                c = json.loads(data)
+                meta = c["config"]["head.weight"]["tensor_meta"]
+                meta["dtype"], meta["requires_grad"] = 4, how == "grad"  # int32: float32's size
+                data = json.dumps(c).encode()
+            out.writestr(i, data)
+shutil.copytree("cnn", "cnn.other")
+shutil.copy("cnn/stage_000.pt2", "cnn.other/stage_001.pt2")
+EOF
+expect 2 "weights of another stage" -- "$run" cnn.other --stage-format aoti --inputs "$cnn" -q --no-verify
+contains "weights of another stage message" \
+  "cnn.other/stage_001.aoti-cpu.pt2: constant 'offset': is not in cnn.other/stage_001.pt2, the stage's .pt2 the package takes its weights from; compile it again"
+expect 2 "weight of another dtype" -- "$run" cnn.dtype --stage-format aoti --inputs "$cnn" -q --no-verify
+contains "weight of another dtype message" \
+  "cnn.dtype/stage_001.aoti-cpu.pt2: constant 'head.weight': is Int in cnn.dtype/stage_001.pt2, not the dtype the package was compiled for; compile it again"
+expect 2 "integer weight requiring gradients" -- "$run" cnn.grad --stage-format aoti --inputs "$cnn" -q --no-verify
+contains "integer weight requiring gradients message" \
+  "cnn.grad/stage_001.pt2: head.weight: is saved as requiring gradients, which a tensor of Int cannot"
 
 # --- Generation: state as inputs the package updates in place -----------------
 # llama_kv_chunk (prompt chunks of symbolic length, KV caches per stage): the

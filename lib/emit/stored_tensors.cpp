@@ -44,7 +44,12 @@ at::Tensor StoredTensors::load(const pt2::StoredTensor& t) {
                               /*allocator=*/nullptr, /*resizable=*/false);
   }
   at::Tensor out = at::empty({0}, at::TensorOptions().dtype(toC10(m.dtype))).set_(it->second, m.storageOffset.value, sizes, strides);
-  if (t.isParam && m.requiresGrad) out.set_requires_grad(true);
+  if (t.isParam && m.requiresGrad) {
+    if (!out.is_floating_point() && !out.is_complex())
+      fail(std::string("is saved as requiring gradients, which a tensor of ") + c10::toString(out.scalar_type()) +
+           " cannot");
+    out.set_requires_grad(true);
+  }
   return out;
 }
 

@@ -26,7 +26,7 @@ class StoredTensors {
   // The tensor with its saved dtype, sizes, strides and storage offset, and
   // requires_grad for a parameter saved so. Throws pipecut::Error
   // (InvalidInput) with where = the FQN: a pickled tensor (a subclass), no
-  // tensor metadata, a symbolic size.
+  // tensor metadata, a symbolic size, requires_grad on a dtype that cannot.
   at::Tensor load(const pt2::StoredTensor& t);
 
  private:

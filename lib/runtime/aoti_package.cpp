@@ -209,7 +209,12 @@ void AotiPackage::takeWeights(const std::string& path, const std::string& weight
     if (!t)
       throw Error(ErrorKind::InvalidInput, path, where,
                   "is not in " + weights + ", the stage's .pt2 the package takes its weights from; compile it again");
-    at::Tensor value = stored.load(*t);
+    at::Tensor value;
+    try {
+      value = stored.load(*t);
+    } catch (const Error& e) {
+      e.rethrowWithFile(weights);
+    }
     auto dtype = dtypes.find(name);
     if (dtype != dtypes.end() && dtype->second != static_cast<int32_t>(value.scalar_type()))
       throw Error(ErrorKind::InvalidInput, path, where,
