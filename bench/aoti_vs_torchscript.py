@@ -5,7 +5,7 @@ pipeline of packages against the unsplit package, side by side in one run.
 
     aoti_vs_torchscript.py [--repeat 5] [--iterations 5] [--stages 4] [--layers 8]
                            [--hidden 512] [--vocab 4096] [--seq 128] [--mb-size 1] [-m 8]
-                           [--threads N] [--device cpu|cuda]
+                           [--threads N] [--device cpu|cuda] [--inductor-config JSON]
 
 Model: the bench tiny Llama (random weights, float32, static shapes: the
 micro-batch is the exported batch), split by layers into --stages stages and
@@ -55,6 +55,8 @@ def compile_splits(a, dirs, cache):
         cmd = [a.pipecut, "compile", d, "--device", a.device, "--cache", cache, "--json"]
         if a.python:
             cmd += ["--python", a.python]
+        if a.inductor_config:
+            cmd += ["--inductor-config", a.inductor_config]
         procs[name] = (d, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     reports = {}
     for name, (d, p) in procs.items():
@@ -77,6 +79,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads per pipeline stage (default cores / stages)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--python", help="the Python pipecut compile uses (default: its own search)")
+    ap.add_argument("--inductor-config", help="pipecut compile --inductor-config for both splits (JSON object)")
     util.add_run_args(ap, repeat=5, iterations=5)
     a = ap.parse_args()
     if a.vocab == 256:

@@ -45,8 +45,9 @@
 // for. A package on a GPU gets a copy of each on the device. Which packages
 // take them so is the package's own word (metadata "pipecut.weights":
 // "stage"): pipecut compile keeps a program's weights inside when Inductor
-// made constants of its own that no .pt2 holds (a lifted tensor constant it
-// renames: cnn_bn's `offset` becomes `_tensor_constant0`).
+// made constants of its own that no .pt2 holds (runtime constant folding's
+// `_FOLDED_CONST_*`; lifted tensor constants keep their FQNs, compiled as
+// buffers).
 #include <memory>
 #include <string>
 #include <unordered_map>
