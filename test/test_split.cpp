@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "driver/compile.h"
 #include "driver/split.h"
 #include "manifest/manifest.h"
 #include "pt2/package.h"
@@ -574,4 +575,21 @@ TEST_CASE("split --inline-grad-regions unrolls a map of static length in the .pt
   // cond and while_loop stay: NativeRT runs them. The .pt2 stages run in
   // run_pipeline (NativeRT) and stages_python (torch.export.load).
   checkSplitChain(out, "control_flow");
+}
+
+TEST_CASE("pipecut compile runs as many stage compiles at once as cores and memory allow", "[compile]") {
+  constexpr uint64_t GB = 1ull << 30;
+  const std::vector<uint64_t> stages7b(4, 2 * GB / 3);  // a 7B-shaped 4-stage split's stages, 0.67 GB each
+  // Weights left in the .pt2: 1 GB + 1.25 x 0.67 GB = 1.83 GB a compile.
+  CHECK(driver::defaultCompileJobs(stages7b, false, 4 * GB, 16) == 2);
+  CHECK(driver::defaultCompileJobs(stages7b, false, 8 * GB, 16) == 4);   // every stage at once
+  CHECK(driver::defaultCompileJobs(stages7b, false, 64 * GB, 2) == 2);   // the cores
+  // Weights in the package: 1 GB + 3 x 0.67 GB = 3 GB a compile.
+  CHECK(driver::defaultCompileJobs(stages7b, true, 8 * GB, 16) == 2);
+  // The largest stage counts; too little memory still compiles one at a time.
+  CHECK(driver::defaultCompileJobs({GB / 2, 10 * GB}, false, 24 * GB, 16) == 1);
+  CHECK(driver::defaultCompileJobs({GB / 2, 10 * GB}, true, 4 * GB, 16) == 1);
+  // Memory unknown: cores and stages decide.
+  CHECK(driver::defaultCompileJobs(stages7b, true, 0, 3) == 3);
+  CHECK(driver::defaultCompileJobs({}, true, 0, 8) == 1);
 }

@@ -231,12 +231,9 @@ struct StagePlan {
   Json cached;  // From::Cache: the cache's record
 };
 
-unsigned defaultJobs(const std::vector<const StagePlan*>& compiles) {
-  // AOTInductor holds the stage's weights while it compiles (twice, briefly,
-  // while it packages them) on top of ~2 GB of its own: as many at once as
-  // memory and cores allow, at least one.
-  uint64_t perJob = 0;
-  for (const StagePlan* p : compiles) perJob = std::max<uint64_t>(perJob, 2 * p->stage->parameterBytes + (2ull << 30));
+unsigned defaultJobs(const std::vector<const StagePlan*>& compiles, bool weightsInside) {
+  std::vector<uint64_t> bytes;
+  for (const StagePlan* p : compiles) bytes.push_back(p->stage->parameterBytes);
   uint64_t available = 0;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string key; meminfo >> key;) {
@@ -245,9 +242,7 @@ unsigned defaultJobs(const std::vector<const StagePlan*>& compiles) {
     if (key == "MemAvailable:") available = kb * 1024;
     meminfo.ignore(64, '\n');
   }
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  uint64_t byMemory = perJob && available ? std::max<uint64_t>(1, available / perJob) : cores;
-  return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>({cores, byMemory, compiles.size()})));
+  return defaultCompileJobs(bytes, weightsInside, available, std::thread::hardware_concurrency());
 }
 
 std::string minutes(double s) {
@@ -257,6 +252,15 @@ std::string minutes(double s) {
 }
 
 }  // namespace
+
+unsigned defaultCompileJobs(const std::vector<uint64_t>& parameterBytes, bool weightsInside, uint64_t memAvailable,
+                            unsigned cores) {
+  uint64_t perJob = 0;
+  for (uint64_t w : parameterBytes) perJob = std::max<uint64_t>(perJob, (weightsInside ? 3 * w : w + w / 4) + (1ull << 30));
+  const uint64_t byMemory = memAvailable ? std::max<uint64_t>(1, memAvailable / perJob) : UINT64_MAX;
+  return static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>({std::max(1u, cores), byMemory, parameterBytes.size()})));
+}
 
 std::string defaultCompileCache() {
   if (std::string d = env("PIPECUT_CACHE_DIR"); !d.empty()) return d + "/compiled";
@@ -324,6 +328,10 @@ CompileResult compileDirectory(const CompileRequest& r) {
       config.erase("aot_inductor.package_constants_in_so");
   }
   const std::string options = config.dump();  // keys sorted: one text per configuration
+  // As aoti_compile.py decides it: a package of kernels only.
+  const bool weightless = config.contains("aot_inductor.package_constants_in_so") &&
+                          config["aot_inductor.package_constants_in_so"] == false &&
+                          !config.contains("aot_inductor.package_constants_on_disk_format");
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);
   Python py;
   bool probed = false;
@@ -418,7 +426,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
       }
     }
     std::vector<double> seconds(plans.size(), 0);
-    const unsigned jobs = r.jobs ? r.jobs : defaultJobs(compiles);
+    const unsigned jobs = r.jobs ? r.jobs : defaultJobs(compiles, !weightless);
     std::mutex logMutex;
     try {
       support::parallelFor(compiles.size(), jobs, [&](size_t i) {

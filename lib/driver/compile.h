@@ -71,6 +71,19 @@ struct CompileResult {
 // compile where that Python sees no GPU, and for what the OS refuses.
 CompileResult compileDirectory(const CompileRequest& request);
 
+// How many stages compile at once when -j is not given: as many as `cores`,
+// the stages to compile and `memAvailable` bytes allow, at least one. A
+// compile's peak resident memory, measured (2026-11-29, torch 2.11, a
+// 7B-shaped stage of 0.67 GB of weights and a 36 MB one): ~0.85 GB of
+// Python and Inductor, plus the stage's weights once when the package
+// leaves them in the .pt2 (1.49 GB at 0.67 GB), or about three times when it
+// carries them (2.67 GB): counted as 1 GB plus 1.25x or 3x the largest
+// stage's parameter bytes. (A weightless compile that meets constants of
+// Inductor's own compiles again with the weights inside: rare, not counted.)
+// memAvailable 0: unknown, cores and stages decide.
+unsigned defaultCompileJobs(const std::vector<uint64_t>& parameterBytes, bool weightsInside, uint64_t memAvailable,
+                            unsigned cores);
+
 // $PIPECUT_CACHE_DIR/compiled, else $XDG_CACHE_HOME/pipecut/compiled, else
 // ~/.cache/pipecut/compiled.
 std::string defaultCompileCache();
