@@ -44,6 +44,34 @@ expect 2 "unlisted file" -- "$pipecut" compile litter --python "$py" -q
 contains "unlisted file message" "litter: holds 1 entry its manifest does not list: 'notes.txt'; pipecut compile rewrites"
 [[ -f litter/notes.txt && ! -e litter/stage_000.aoti-cpu.pt2 ]] && ok || bad "unlisted file: directory untouched"
 expect 2 "cache inside the split" -- "$pipecut" compile split --cache split/cache --python "$py" -q
+# The options pipecut sends its compile script (a Python that records each
+# request and refuses it): weights left in the .pt2 by default; "freezing"
+# (prepacked weights no .pt2 holds) keeps them in the package unless the
+# user says otherwise.
+torch_version=$("$py" -c 'import torch; print(torch.__version__)')
+cat > recording-python <<EOF
+#!/bin/sh
+case "\$2" in
+  *'"probe"'*) echo '{"torch": "$torch_version", "cuda": false}' ;;
+  *) printf '%s\n' "\$2" >> "$out/requests.jsonl"; echo "error: RuntimeError: recorded"; exit 1 ;;
+esac
+EOF
+chmod +x recording-python
+for config in '{}' '{"freezing": true}' '{"freezing": true, "aot_inductor.package_constants_in_so": false}'; do
+  expect 2 "recorded compile $config" -- "$pipecut" compile split --python "$out/recording-python" --no-cache -j 1 \
+    --inductor-config "$config" -q
+done
+contains "recorded compile message" "stage 0: AOTInductor cannot compile it for cpu: RuntimeError: recorded"
+[[ ! -e split/stage_000.aoti-cpu.pt2 && -z $(compgen -G 'split.tmp.*') ]] && ok || bad "recorded compile: nothing written"
+"$py" - requests.jsonl <<'EOF' && ok || bad "compile options sent to the script"
+import json, sys
+options = [json.loads(line)["options"] for line in open(sys.argv[1])]
+assert options == [
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True},
+    {"cpp.dynamic_threads": True, "freezing": True},
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "freezing": True},
+], options
+EOF
 if ! "$py" -c 'import torch, sys; sys.exit(torch.cuda.is_available())'; then
   expect 6 "cuda without a GPU" -- "$pipecut" compile split --device cuda --python "$py" -q
   contains "cuda without a GPU message" "(--device cuda): its torch sees no CUDA device"

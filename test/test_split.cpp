@@ -592,4 +592,6 @@ TEST_CASE("pipecut compile runs as many stage compiles at once as cores and memo
   // Memory unknown: cores and stages decide.
   CHECK(driver::defaultCompileJobs(stages7b, true, 0, 3) == 3);
   CHECK(driver::defaultCompileJobs({}, true, 0, 8) == 1);
+  CHECK(driver::defaultCompileJobs({}, false, 16 * GB, 8) == 1);  // nothing to compile (every package kept)
+  CHECK(driver::defaultCompileJobs({0, 0}, false, 16 * GB, 8) == 2);
 }

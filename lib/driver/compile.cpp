@@ -255,7 +255,7 @@ std::string minutes(double s) {
 
 unsigned defaultCompileJobs(const std::vector<uint64_t>& parameterBytes, bool weightsInside, uint64_t memAvailable,
                             unsigned cores) {
-  uint64_t perJob = 0;
+  uint64_t perJob = 1ull << 30;
   for (uint64_t w : parameterBytes) perJob = std::max<uint64_t>(perJob, (weightsInside ? 3 * w : w + w / 4) + (1ull << 30));
   const uint64_t byMemory = memAvailable ? std::max<uint64_t>(1, memAvailable / perJob) : UINT64_MAX;
   return static_cast<unsigned>(
