@@ -620,3 +620,15 @@ TEST_CASE("readManifest prefers manifest.pb and falls back to manifest.json", "[
   e = expectInvalid([&] { pipecut::readManifest(dir); });
   CHECK(e.file() == dir + "/manifest.pb");
 }
+
+TEST_CASE("a package's recorded Inductor options say whether it takes its weights from the stage .pt2", "[manifest]") {
+  CHECK(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true})"));
+  CHECK(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":false,"aot_inductor.package_constants_on_disk_format":null})"));
+  CHECK_FALSE(pipecut::weightsLeftOut(R"({"cpp.dynamic_threads":true,"freezing":true})"));  // in the library: the default
+  CHECK_FALSE(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":true})"));
+  CHECK_FALSE(pipecut::weightsLeftOut(
+      R"({"aot_inductor.package_constants_in_so":false,"aot_inductor.package_constants_on_disk_format":"binary_blob"})"));
+  CHECK_FALSE(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":0})"));  // not the boolean false
+  CHECK_FALSE(pipecut::weightsLeftOut("not json"));
+  CHECK_FALSE(pipecut::weightsLeftOut("[]"));
+}

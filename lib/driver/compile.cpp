@@ -328,10 +328,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
       config.erase("aot_inductor.package_constants_in_so");
   }
   const std::string options = config.dump();  // keys sorted: one text per configuration
-  // As aoti_compile.py decides it: a package of kernels only.
-  const bool weightless = config.contains("aot_inductor.package_constants_in_so") &&
-                          config["aot_inductor.package_constants_in_so"] == false &&
-                          !config.contains("aot_inductor.package_constants_on_disk_format");
+  const bool weightless = weightsLeftOut(options);
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);
   Python py;
   bool probed = false;

@@ -60,6 +60,14 @@ struct CompiledPackage {
   std::string key;           // content address, 64 lowercase hex digits
 };
 
+// Whether Inductor `options` (CompiledPackage::options) leave the weights out
+// of the package: not in its library ("aot_inductor.package_constants_in_so"
+// false) nor in files of its own (no "package_constants_on_disk_format").
+// Such a package takes them from its stage's .pt2 (runtime/aoti_package.h),
+// unless its compile found constants no .pt2 holds and kept them inside
+// (the package's metadata says which). Text that is not a JSON object: false.
+bool weightsLeftOut(const std::string& options);
+
 struct StageFile {
   std::string path;          // relative to the manifest's directory
   std::string format;        // "torchscript", "pt2" or "aoti"

@@ -12,6 +12,8 @@
 #include <vector>
 #include <sys/stat.h>
 
+#include <nlohmann/json.hpp>
+
 #include "manifest.pb.h"
 #include "ir/ir.h"
 #include "manifest/manifest.h"
@@ -641,6 +643,14 @@ Manifest readManifest(const std::string& dir) {
   std::string json = base + "manifest.json";
   if (isRegularFile(json)) return manifestFromJson(support::readFile(json), json);
   throw Error(ErrorKind::InvalidInput, dir, "", "no manifest.pb or manifest.json");
+}
+
+bool weightsLeftOut(const std::string& options) {
+  const nlohmann::json o = nlohmann::json::parse(options, nullptr, false);
+  if (!o.is_object()) return false;
+  auto in = o.find("aot_inductor.package_constants_in_so");
+  auto onDisk = o.find("aot_inductor.package_constants_on_disk_format");
+  return in != o.end() && *in == false && (onDisk == o.end() || onDisk->is_null());
 }
 
 }  // namespace pipecut

@@ -46,13 +46,8 @@ const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device)
 const StageFile* weightsSourceOf(const Stage& st, const StageFile& package) {
   if (!package.compiled) return nullptr;
   const CompiledPackage& c = *package.compiled;
-  // The manifest's options are the package's (they are part of its key):
-  // weights out of the library, and not in a file of the package's own.
-  nlohmann::json o = nlohmann::json::parse(c.options, nullptr, false);
-  if (!o.is_object()) return nullptr;
-  auto in = o.find("aot_inductor.package_constants_in_so");
-  auto onDisk = o.find("aot_inductor.package_constants_on_disk_format");
-  if (in == o.end() || *in != false || (onDisk != o.end() && !onDisk->is_null())) return nullptr;
+  // The manifest's options are the package's (they are part of its key).
+  if (!weightsLeftOut(c.options)) return nullptr;
   const std::string stage = "stage " + std::to_string(st.index);
   for (const auto& f : st.files)
     if (f.path == c.source && f.format == "pt2") {
