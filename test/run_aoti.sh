@@ -6,7 +6,8 @@
 # pipeline of packages gives the unsplit TorchScript program's outputs within
 # float32 tolerance at M=1 and M=4 (sizes it was not exported at), in one
 # process and on 2 Gloo ranks; and llama_kv_chunk's packages generate the
-# reference tokens (--generate, KV caches passed in as state). A package's
+# reference tokens (--generate, KV caches passed in as state); control_flow's
+# map stage compiles from an unrolled copy. A package's
 # library is copied under TMPDIR and unlinked once loaded: nothing stays there,
 # even after SIGKILL, or when TMPDIR has no room for it. Refusals exit 2 (6
 # for a GPU this machine lacks, or a TMPDIR without room) naming the stage
@@ -331,6 +332,48 @@ for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 [[ $rc -eq 0 ]] && grep -q "check: ok" gen.rank0.log && ok || { bad "generate aoti, 2 Gloo ranks (exit $rc)"; tail -3 gen.rank*.log; }
 expect 2 "generate with NativeRT stages" -- "$run" kv --generate --stage-format pt2 --prompts "$gen/prompts.jsonl" --max-new-tokens 2
 contains "generate with NativeRT stages message" "--generate runs TorchScript stages or AOTInductor packages"
+
+# --- map: compiled from a copy with the map unrolled -----------------------------
+# AOTInductor (torch 2.11) fails on map_impl; pipecut compile hands Inductor
+# a copy of the stage's .pt2 with each static map unrolled (the pass that
+# --inline-grad-regions runs), in a scratch directory it removes. The script
+# (a Python that keeps what it is sent) gets the copy for the stage with the
+# map and the stage's own .pt2 for the other; the copy has no map, the same
+# weights; then the real packages match PyTorch's references.
+cf=$models/control_flow
+expect 0 "split control_flow" -- "$pipecut" split "$cf.pt2" --spec "$src/testdata/specs/control_flow.2.json" -o cf -q
+cat > keep-source.py <<'EOF2'
+import json, shutil, sys
+req = json.loads(sys.argv[1])
+if req["mode"] == "probe":
+    import torch
+    print(json.dumps({"torch": torch.__version__, "cuda": False}))
+    sys.exit(0)
+n = sum(1 for _ in open("sent.jsonl")) if __import__("os").path.exists("sent.jsonl") else 0
+shutil.copy(req["source"], f"sent{n}.pt2")
+open("sent.jsonl", "a").write(json.dumps(req["source"]) + "\n")
+print("error: RuntimeError: kept")
+sys.exit(1)
+EOF2
+printf '#!/bin/sh\nexec "%s" "%s/keep-source.py" "$2"\n' "$py" "$out" > keep-python && chmod +x keep-python
+expect 2 "compile control_flow, sources kept" -- "$pipecut" compile cf --python "$out/keep-python" --no-cache -j 1 -q
+"$py" - cf <<'EOF2' && ok || bad "control_flow: the sources sent to the compile script"
+import json, os, sys, torch
+sent = [json.loads(line) for line in open("sent.jsonl")]
+assert len(sent) == 1, sent  # -j 1: stage 0 fails first
+assert os.path.basename(sent[0]) == "stage_000.pt2" and os.path.dirname(sent[0]) != os.path.abspath("cf"), sent
+assert not os.path.exists(os.path.dirname(sent[0])), "scratch directory left: " + sent[0]
+copy, own = torch.export.load("sent0.pt2"), torch.export.load("cf/stage_000.pt2")
+targets = lambda ep: [str(n.target) for n in ep.graph.nodes]
+assert any("map_impl" in t for t in targets(own)) and not any("map_impl" in t for t in targets(copy)), targets(copy)
+assert "aten.stack.default" in targets(copy)
+assert set(copy.state_dict) == set(own.state_dict) and all(torch.equal(copy.state_dict[k], own.state_dict[k]) for k in own.state_dict)
+EOF2
+expect 0 "compile control_flow" -- "$pipecut" compile cf --python "$py" -j 2 -q
+for m in 1 4; do
+  ref=$cf.ref.safetensors && [[ $m == 4 ]] && ref=$cf.mb4.ref.safetensors
+  expect 0 "control_flow aoti M=$m" -- "$run" cf --stage-format aoti -m $m --inputs "$ref" --check "$ref" -q
+done
 
 # Training keeps TorchScript.
 expect 1 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q

@@ -22,6 +22,10 @@
 #include "emit/libtorch_version.h"
 #include "manifest/directory.h"
 #include "manifest/manifest.h"
+#include "ir/clone.h"
+#include "passes/pass_manager.h"
+#include "passes/unroll_map.h"
+#include "pt2/package.h"
 #include "support/digest.h"
 #include "support/error.h"
 #include "support/files.h"
@@ -245,6 +249,60 @@ unsigned defaultJobs(const std::vector<const StagePlan*>& compiles, bool weights
   return defaultCompileJobs(bytes, weightsInside, available, std::thread::hardware_concurrency());
 }
 
+constexpr const char* kMap = "torch.ops.higher_order.map_impl";
+
+const ir::Node* findMap(const ir::Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (n->target == kMap) return n.get();
+    for (const auto& in : n->inputs)
+      if (const ir::Graph* body = in.arg.body())
+        if (const ir::Node* m = findMap(*body)) return m;
+  }
+  return nullptr;
+}
+
+// A directory of this process's, removed with everything in it.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() = default;
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+// The .pt2 Inductor is given for a stage. AOTInductor in torch 2.11 cannot
+// compile `map`: Inductor lowers it to a while_loop whose C++ wrapper code
+// fails an assertion (codegen_subgraph_prefix: the body's inputs are not the
+// loop's), on the unsplit program too, while `cond` and `while_loop` compile.
+// So a stage with a map is compiled from a copy of its .pt2 in `scratch`
+// with each map of static length unrolled by the pass NativeRT's stages get
+// (passes/unroll_map.h). The copy keeps every weight under its FQN, which is
+// where pipecut-run takes them from in the stage's own .pt2. Returns the
+// stage's own path when it has no map.
+fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
+  pt2::Package pkg = pt2::readPackage(stagePt2.string());
+  if (!findMap(pkg.program.graph)) return stagePt2;
+  ir::Program program = ir::cloneProgram(pkg.program);
+  passes::PassManager pm;
+  pm.setVerifyEach(true);
+  pm.add(passes::unrollStaticMapsPass());
+  pm.run(program);
+  if (const ir::Node* left = findMap(program.graph))
+    throw Error(ErrorKind::InvalidInput, stagePt2.string(), "node '" + left->label() + "'",
+                "AOTInductor (torch " + emit::libtorchVersion() +
+                    ") cannot compile a map, and pipecut unrolls only a top-level one over a static length of at most " +
+                    std::to_string(passes::kMaxUnroll));
+  std::string tmpl = (fs::temp_directory_path() / "pipecut-compile-source-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throwOsError(tmpl, "create a scratch directory", errno);
+  scratch.path = tmpl;
+  const fs::path copy = scratch.path / stagePt2.filename();
+  pt2::writePackageFile(pt2::withProgram(pkg, std::move(program)), pt2::packageDestination(copy.string()));
+  return copy;
+}
+
 std::string minutes(double s) {
   int t = static_cast<int>(s);
   return t >= 60 ? std::to_string(t / 60) + "m" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60) + "s"
@@ -433,8 +491,10 @@ CompileResult compileDirectory(const CompileRequest& r) {
           std::lock_guard<std::mutex> lock(runningMutex);
           running.push_back(s);
         }
+        ScratchDir sourceCopy;
+        const fs::path source = compileSource(fs::absolute(fs::path(r.dir) / p.source->path), sourceCopy);
         Json req = {{"mode", "compile"},
-                    {"source", fs::absolute(fs::path(r.dir) / p.source->path).string()},
+                    {"source", source.string()},
                     {"output", fs::absolute(tmp / p.name).string()},
                     {"device", r.device},
                     {"options", Json::parse(options)},
