@@ -624,6 +624,7 @@ TEST_CASE("readManifest prefers manifest.pb and falls back to manifest.json", "[
 TEST_CASE("a package's recorded Inductor options say whether it takes its weights from the stage .pt2", "[manifest]") {
   CHECK(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true})"));
   CHECK(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":false,"aot_inductor.package_constants_on_disk_format":null})"));
+  CHECK(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":false,"aot_inductor.package_constants_on_disk_format":""})"));
   CHECK_FALSE(pipecut::weightsLeftOut(R"({"cpp.dynamic_threads":true,"freezing":true})"));  // in the library: the default
   CHECK_FALSE(pipecut::weightsLeftOut(R"({"aot_inductor.package_constants_in_so":true})"));
   CHECK_FALSE(pipecut::weightsLeftOut(

@@ -62,7 +62,7 @@ struct CompiledPackage {
 
 // Whether Inductor `options` (CompiledPackage::options) leave the weights out
 // of the package: not in its library ("aot_inductor.package_constants_in_so"
-// false) nor in files of its own (no "package_constants_on_disk_format").
+// false) nor in files of its own ("package_constants_on_disk_format" absent, null or "").
 // Such a package takes them from its stage's .pt2 (runtime/aoti_package.h),
 // unless its compile found constants no .pt2 holds and kept them inside
 // (the package's metadata says which). Text that is not a JSON object: false.

@@ -650,7 +650,11 @@ bool weightsLeftOut(const std::string& options) {
   if (!o.is_object()) return false;
   auto in = o.find("aot_inductor.package_constants_in_so");
   auto onDisk = o.find("aot_inductor.package_constants_on_disk_format");
-  return in != o.end() && *in == false && (onDisk == o.end() || onDisk->is_null());
+  // Absent, null or "" (what the compile script's `not options.get(...)`
+  // reads as unset, and Inductor too: it acts only on "binary_blob" and
+  // "pickle_weights").
+  const bool noDiskFormat = onDisk == o.end() || onDisk->is_null() || (onDisk->is_string() && onDisk->get<std::string>().empty());
+  return in != o.end() && *in == false && noDiskFormat;
 }
 
 }  // namespace pipecut
