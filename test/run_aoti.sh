@@ -215,7 +215,24 @@ with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w") as o
         payload = "/data/weights/" in i.filename and not i.filename.endswith(".json")
         out.writestr(i, bytes(len(data)) if payload else data)
 EOF
-expect 4 "weights read from the .pt2" -- "$run" zeroed --stage-format aoti -m 4 --inputs "$mb4" --check aoti.whole.mb4.safetensors \
+# Unverified, a .pt2 of the same layout but other values is refused by the
+# identity pipecut compile recorded (its zip directory's SHA-256); with a
+# manifest from before that was recorded, the zeroed weights reach the
+# kernels.
+expect 2 "weights' .pt2 replaced, unverified" -- "$run" zeroed --stage-format aoti --inputs "$mb1" -q --no-verify
+contains "weights' .pt2 replaced, unverified message" \
+  "zeroed/stage_001.pt2: is not the file stage_001.aoti-cpu.pt2 was compiled from (its records' CRC-32s differ), and the package takes its weights from it; compile it again (pipecut compile)"
+cp -r zeroed zeroed.old
+"$py" - zeroed.old/manifest.json <<'EOF' && "$sync" zeroed.old && ok || bad "zeroed.old: identity dropped"
+import json, sys
+m = json.load(open(sys.argv[1]))
+for st in m["stages"]:
+    for f in st["files"]:
+        if f["format"] == "aoti":
+            del f["compiled"]["source_directory_sha256"]
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+expect 4 "weights read from the .pt2" -- "$run" zeroed.old --stage-format aoti -m 4 --inputs "$mb4" --check aoti.whole.mb4.safetensors \
   --exact -q --no-verify
 expect 2 "weights' .pt2 changed" -- "$run" zeroed --stage-format aoti --inputs "$mb1" -q
 contains "weights' .pt2 changed message" "stage 1 file 'stage_001.pt2': "
@@ -280,9 +297,10 @@ for d in cnn cnn.folded; do
   expect 0 "$d packages vs PyTorch" -- "$run" $d --stage-format aoti -m 4 --inputs "$cnn" --check "$cnn" -q
 done
 # A .pt2 that does not hold what the package was compiled against, taken
-# unverified: another stage's (no `offset`), a weight of another dtype, and
-# one saved as requiring gradients that its dtype cannot. Each exits 2 naming
-# the file and the weight.
+# unverified, with a manifest from before pipecut compile recorded the
+# .pt2's identity (which would refuse each, as above): another stage's (no
+# `offset`), a weight of another dtype, and one saved as requiring gradients
+# that its dtype cannot. Each exits 2 naming the file and the weight.
 "$py" - cnn/stage_001.pt2 <<'EOF' && ok || bad "forged weights written"
 import json, os, shutil, sys, zipfile
 for how in ("dtype", "grad"):
@@ -298,7 +316,14 @@ for how in ("dtype", "grad"):
             out.writestr(i, data)
 shutil.copytree("cnn", "cnn.other")
 shutil.copy("cnn/stage_000.pt2", "cnn.other/stage_001.pt2")
+for how in ("dtype", "grad", "other"):
+    m = json.load(open(f"cnn.{how}/manifest.json"))
+    for f in m["stages"][1]["files"]:
+        if f["format"] == "aoti":
+            del f["compiled"]["source_directory_sha256"]
+    json.dump(m, open(f"cnn.{how}/manifest.json", "w"))
 EOF
+for how in dtype grad other; do "$sync" cnn.$how; done
 expect 2 "weights of another stage" -- "$run" cnn.other --stage-format aoti --inputs "$cnn" -q --no-verify
 contains "weights of another stage message" \
   "cnn.other/stage_001.aoti-cpu.pt2: constant 'offset': is not in cnn.other/stage_001.pt2, the stage's .pt2 the package takes its weights from; compile it again"

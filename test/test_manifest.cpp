@@ -40,8 +40,8 @@ static bool operator==(const StageOutput& a, const StageOutput& b) {
   return a.name == b.name && a.tensor == b.tensor && a.consumers == b.consumers;
 }
 static bool operator==(const CompiledPackage& a, const CompiledPackage& b) {
-  return std::tie(a.device, a.torchVersion, a.source, a.sourceXxh3_128, a.options, a.key) ==
-         std::tie(b.device, b.torchVersion, b.source, b.sourceXxh3_128, b.options, b.key);
+  return std::tie(a.device, a.torchVersion, a.source, a.sourceXxh3_128, a.options, a.key, a.sourceDirectorySha256) ==
+         std::tie(b.device, b.torchVersion, b.source, b.sourceXxh3_128, b.options, b.key, b.sourceDirectorySha256);
 }
 static bool operator==(const StageFile& a, const StageFile& b) {
   return std::tie(a.path, a.format, a.sha256, a.bytes, a.gradRegionsInlined, a.xxh3_128, a.compiled) ==
@@ -157,7 +157,7 @@ Manifest fullManifest() {
   s0.files.push_back({"stage_000.pt2", "pt2", std::string(64, 'b'), 9007199254740993ull});  // > 2^53
   s0.files.push_back({"stage_000.aoti-cpu.pt2", "aoti", "", 4096, false, std::string(32, '1'),
                       pipecut::CompiledPackage{"cpu", "2.11.0+cpu", "stage_000.pt2", std::string(32, '2'),
-                                               R"({"cpp.dynamic_threads":true})", std::string(64, '3')}});
+                                               R"({"cpp.dynamic_threads":true})", std::string(64, '3'), std::string(64, '4')}});
   s0.inputs.push_back({"x", tensor("float32", {{0, "s77"}, {16, ""}}), fromUser(0)});
   s0.outputs.push_back({"relu", tensor("float16", {{0, "s77"}, {32, ""}}), {toStage(1, 0), toStage(1, 1)}});
   s0.parameters.push_back({"fc1.weight", "parameter", 2048});
@@ -485,6 +485,10 @@ TEST_CASE("a compiled package's record: for format aoti only, from this stage's 
   SECTION("a key that is not a SHA-256") {
     m.stages[0].files[2].compiled->key = "abc";
     refused(m, "stages[0].files[2].compiled.key", "expected 64 lowercase hex digits");
+  }
+  SECTION("a source directory identity that is not a SHA-256") {
+    m.stages[0].files[2].compiled->sourceDirectorySha256 = "ABC";
+    refused(m, "stages[0].files[2].compiled.source_directory_sha256", "expected 64 lowercase hex digits");
   }
   SECTION("compiled from another stage's file") {
     m.stages[0].files[2].compiled->source = "stage_001.pt";

@@ -34,6 +34,7 @@
 #include "support/sha256.h"
 #include "support/staging.h"
 #include "support/subprocess.h"
+#include "support/zip_directory.h"
 
 namespace pipecut::driver {
 
@@ -398,7 +399,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
   };
 
   std::vector<StagePlan> plans(m.stages.size());
-  std::vector<std::string> sourceSha(m.stages.size());
+  std::vector<std::string> sourceSha(m.stages.size()), sourceDirectory(m.stages.size());
   for (const Stage& st : m.stages) {
     plans[st.index].stage = &st;
     plans[st.index].source = &pt2Of(r.dir, st);
@@ -408,7 +409,9 @@ CompileResult compileDirectory(const CompileRequest& r) {
   }
   support::parallelFor(plans.size(), 0, [&](size_t s) {
     const StageFile& f = *plans[s].source;
-    sourceSha[s] = !f.sha256.empty() ? f.sha256 : digestFile(Digest::Sha256, (fs::path(r.dir) / f.path).string());
+    const std::string path = (fs::path(r.dir) / f.path).string();
+    sourceSha[s] = !f.sha256.empty() ? f.sha256 : digestFile(Digest::Sha256, path);
+    sourceDirectory[s] = support::zipDirectorySha256(path);
   });
   auto keyOf = [&](size_t s, const std::string& torchVersion) {
     const std::string k = Json{{"source_sha256", sourceSha[s]}, {"device", r.device}, {"torch", torchVersion},
@@ -555,6 +558,8 @@ CompileResult compileDirectory(const CompileRequest& r) {
       f.compiled = p.from == StagePlan::From::Keep
                        ? *p.previous->compiled
                        : CompiledPackage{r.device, py.torchVersion, p.source->path, p.source->xxh3_128, options, p.key};
+      // Kept or not, the package is this .pt2's (its key holds the file's SHA-256).
+      f.compiled->sourceDirectorySha256 = sourceDirectory[s];
       st.files.push_back(f);
       CompiledStage& c = result.stages[s];
       c.stage = static_cast<uint32_t>(s);

@@ -58,6 +58,10 @@ struct CompiledPackage {
   std::string sourceXxh3_128;
   std::string options;       // Inductor configuration, canonical JSON
   std::string key;           // content address, 64 lowercase hex digits
+  // support::zipDirectorySha256 of `source` when compiled; empty in older
+  // manifests. pipecut-run loads a package that takes its weights from the
+  // .pt2 only beside a file with this identity, --no-verify or not.
+  std::string sourceDirectorySha256;
 };
 
 // Whether Inductor `options` (CompiledPackage::options) leave the weights out

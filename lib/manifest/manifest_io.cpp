@@ -95,6 +95,7 @@ void toProto(const Stage& s, pb::Stage* out) {
       c->set_source_xxh3_128(f.compiled->sourceXxh3_128);
       c->set_options(f.compiled->options);
       c->set_key(f.compiled->key);
+      c->set_source_directory_sha256(f.compiled->sourceDirectorySha256);
     }
   }
   for (const StageInput& in : s.inputs) {
@@ -292,7 +293,8 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
     if (f.has_compiled()) {
       const pb::CompiledPackage& c = f.compiled();
       out.files.back().compiled =
-          CompiledPackage{c.device(), c.torch_version(), c.source(), c.source_xxh3_128(), c.options(), c.key()};
+          CompiledPackage{c.device(),  c.torch_version(), c.source(), c.source_xxh3_128(),
+                          c.options(), c.key(),           c.source_directory_sha256()};
     }
   }
   for (int i = 0; i < s.inputs_size(); ++i) {
@@ -450,6 +452,8 @@ void checkFile(const StageFile& f, const std::string& path) {
     if (c.torchVersion.empty()) invalidInput(path + ".compiled.torch_version", "missing");
     if (!hex(c.key, 64)) invalidInput(path + ".compiled.key", "expected 64 lowercase hex digits");
     if (!hex(c.sourceXxh3_128, 32)) invalidInput(path + ".compiled.source_xxh3_128", "expected 32 lowercase hex digits");
+    if (!c.sourceDirectorySha256.empty() && !hex(c.sourceDirectorySha256, 64))
+      invalidInput(path + ".compiled.source_directory_sha256", "expected 64 lowercase hex digits");
   }
   // Either digest may be absent (sha256 unless split --sha256; xxh3_128 in
   // manifests from before it was recorded), not both.

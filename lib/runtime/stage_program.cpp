@@ -13,6 +13,7 @@
 #include "runtime/stage_failure.h"
 #include "support/error.h"
 #include "support/parallel.h"
+#include "support/zip_directory.h"
 
 namespace pipecut::runtime {
 
@@ -140,7 +141,16 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
     if (f == StageFormat::Aoti) {
       // One runner: each stage's calls come from one thread at a time.
       const StageFile* weights = weightsSourceOf(st, file);
-      p.aoti_ = AotiPackage::load(path, device, weights ? dir + "/" + weights->path : "");
+      const std::string weightsPath = weights ? dir + "/" + weights->path : "";
+      // Names, dtypes and shapes are checked as the weights are bound; the
+      // identity also catches another .pt2 of the same layout put in this
+      // one's place, which --no-verify would not see (kilobytes to read).
+      const std::string& compiledFrom = file.compiled->sourceDirectorySha256;
+      if (weights && !compiledFrom.empty() && support::zipDirectorySha256(weightsPath) != compiledFrom)
+        throw Error(ErrorKind::InvalidInput, weightsPath, "",
+                    "is not the file " + file.path + " was compiled from (its records' CRC-32s differ), and the "
+                    "package takes its weights from it; compile it again (pipecut compile)");
+      p.aoti_ = AotiPackage::load(path, device, weightsPath);
     } else if (f == StageFormat::TorchScript) {
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
