@@ -381,9 +381,14 @@ CompileResult compileDirectory(const CompileRequest& r) {
     }
     if (!given.is_object()) throw Error(ErrorKind::Usage, "", "--inductor-config", "expected a JSON object of Inductor settings");
     for (auto& [k, v] : given.items()) config[k] = v;
-    // Freezing makes constants of its own (weights prepacked for the
-    // kernels), which no .pt2 holds: such a package keeps its weights.
-    if (given.value("freezing", false) == true && !given.contains("aot_inductor.package_constants_in_so"))
+    // Freezing (weights prepacked for the kernels) and runtime constant
+    // folding (`_FOLDED_CONST_*`, computed from the weights at first run)
+    // make constants of their own, which no .pt2 holds: such a package
+    // keeps its weights, compiled so at once (the compile script would
+    // find them afterwards and compile the stage a second time).
+    auto on = [&](const char* key) { return given.contains(key) && given[key].is_boolean() && given[key].get<bool>(); };
+    if ((on("freezing") || on("aot_inductor.use_runtime_constant_folding")) &&
+        !given.contains("aot_inductor.package_constants_in_so"))
       config.erase("aot_inductor.package_constants_in_so");
   }
   const std::string options = config.dump();  // keys sorted: one text per configuration
