@@ -20,9 +20,9 @@
 
 #include "driver/aoti_compile_script.h"
 #include "emit/libtorch_version.h"
+#include "ir/clone.h"
 #include "manifest/directory.h"
 #include "manifest/manifest.h"
-#include "ir/clone.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
 #include "pt2/package.h"
