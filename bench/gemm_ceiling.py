@@ -1,0 +1,57 @@
+"""The ceiling on issue 37's CPU goal: FLOPs per sample of the model
+aoti_vs_torchscript.py runs, and MKL's one-thread sgemm rate (through
+torch.matmul) at that model's own matrix shapes. A pipeline's samples/s times
+the FLOPs per sample, divided by the cores, set beside these rates, says how
+much of a stage could still be saved: nothing fusion does makes the matrix
+products themselves faster.
+
+  python bench/gemm_ceiling.py [--hidden 512] [--layers 8] [--seq 128] [--repeat 5]
+"""
+import argparse
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--intermediate", type=int, default=0, help="default 2 x hidden, as the bench model")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--seq", type=int, default=128, help="rows of each product: the micro-batch's tokens")
+    ap.add_argument("--repeat", type=int, default=5, help="best of this many timings of 50 calls")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    h, inter, s = a.hidden, a.intermediate or 2 * a.hidden, a.seq
+    hd = h // a.heads
+    proj = [(h, h), (h, a.kv_heads * hd), (h, a.kv_heads * hd), (h, h), (h, inter), (h, inter), (inter, h)]
+    linear = sum(2 * s * k * n for k, n in proj) * a.layers
+    attention = 2 * 2 * s * s * hd * a.heads * a.layers  # QK^T and PV, counted in full
+    head = 2 * s * h * a.vocab
+    total = linear + attention + head
+    print(f"GFLOP per sample of {s} tokens: linear {linear / 1e9:.3f}, attention {attention / 1e9:.3f}, "
+          f"lm_head {head / 1e9:.3f}, total {total / 1e9:.3f}")
+
+    def rate(m, k, n):
+        x, w = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(5):
+            x @ w
+        best = float("inf")
+        for _ in range(a.repeat):
+            t = time.perf_counter()
+            for _ in range(50):
+                x @ w
+            best = min(best, (time.perf_counter() - t) / 50)
+        return 2 * m * k * n / best / 1e9
+
+    for k, n in sorted(set(proj)) + [(h, a.vocab)]:
+        print(f"sgemm {s}x{k} @ {k}x{n}: {rate(s, k, n):.1f} GFLOP/s (1 thread)")
+    print(f"sgemm 2048x2048 @ 2048x2048: {rate(2048, 2048, 2048):.1f} GFLOP/s (1 thread)")
+    print(f"samples/s x {total / 1e9:.3f} GFLOP / cores = GFLOP/s per core a pipeline reaches")
+
+
+if __name__ == "__main__":
+    main()
