@@ -250,11 +250,9 @@ unsigned defaultJobs(const std::vector<const StagePlan*>& compiles, bool weights
   return defaultCompileJobs(bytes, weightsInside, available, std::thread::hardware_concurrency());
 }
 
-constexpr const char* kMap = "torch.ops.higher_order.map_impl";
-
 const ir::Node* findMap(const ir::Graph& g) {
   for (const auto& n : g.nodes) {
-    if (n->target == kMap) return n.get();
+    if (n->target == passes::kMapTarget) return n.get();
     for (const auto& in : n->inputs)
       if (const ir::Graph* body = in.arg.body())
         if (const ir::Node* m = findMap(*body)) return m;

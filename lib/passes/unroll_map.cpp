@@ -11,8 +11,6 @@ namespace pipecut::passes {
 
 namespace {
 
-constexpr const char* kMap = "torch.ops.higher_order.map_impl";
-
 // The metadata of `x[i]` for a tensor with static sizes and strides.
 ir::TensorMeta sliceMeta(const ir::TensorMeta& m, int64_t i) {
   ir::TensorMeta s = m;
@@ -71,7 +69,7 @@ size_t unrollStaticMaps(ir::Program& p) {
   std::vector<std::unique_ptr<ir::Node>> nodes;
   nodes.reserve(g.nodes.size());
   for (auto& node : g.nodes) {
-    std::optional<MapCall> call = node->target == kMap ? unrollable(*node) : std::nullopt;
+    std::optional<MapCall> call = node->target == kMapTarget ? unrollable(*node) : std::nullopt;
     if (!call) {
       nodes.push_back(std::move(node));
       continue;

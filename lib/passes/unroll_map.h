@@ -14,6 +14,7 @@
 namespace pipecut::passes {
 
 inline constexpr int64_t kMaxUnroll = 64;
+inline constexpr const char* kMapTarget = "torch.ops.higher_order.map_impl";
 
 // Returns how many maps were unrolled.
 size_t unrollStaticMaps(ir::Program& p);
