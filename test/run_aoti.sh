@@ -7,7 +7,8 @@
 # float32 tolerance at M=1 and M=4 (sizes it was not exported at), in one
 # process and on 2 Gloo ranks; and llama_kv_chunk's packages generate the
 # reference tokens (--generate, KV caches passed in as state); control_flow's
-# map stage compiles from an unrolled copy. A package's
+# map stage compiles from an unrolled copy, and a map pipecut cannot unroll is
+# refused before Inductor sees it. A package's
 # library is copied under TMPDIR and unlinked once loaded: nothing stays there,
 # even after SIGKILL, or when TMPDIR has no room for it. Refusals exit 2 (6
 # for a GPU this machine lacks, or a TMPDIR without room) naming the stage
@@ -405,6 +406,32 @@ expect 0 "compile control_flow" -- "$pipecut" compile cf --python "$py" -j 2 -q
 for m in 1 4; do
   ref=$cf.ref.safetensors && [[ $m == 4 ]] && ref=$cf.mb4.ref.safetensors
   expect 0 "control_flow aoti M=$m" -- "$run" cf --stage-format aoti -m $m --inputs "$ref" --check "$ref" -q
+done
+# A map pipecut cannot unroll (over a symbolic length, or longer than 64
+# slices) is refused before Inductor sees it: exit 2 naming the stage's .pt2
+# and the node, nothing written, no scratch directory left.
+"$py" - <<'EOF2' || bad "export the maps pipecut cannot unroll"
+import torch
+from torch._higher_order_ops.map import map as map_rows
+class Rows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+    def forward(self, x):
+        return map_rows(lambda row, w: torch.tanh(row @ w), x, self.w)
+rows = Rows()
+b = torch.export.Dim("b", min=2, max=1024)
+torch.export.save(torch.export.export(rows, (torch.randn(3, 4),), dynamic_shapes=({0: b},)), "map_dynamic.pt2")
+torch.export.save(torch.export.export(rows, (torch.randn(65, 4),)), "map_long.pt2")
+EOF2
+mkdir -p map-tmp
+for kind in dynamic long; do
+  expect 0 "split map_$kind" -- "$pipecut" split map_$kind.pt2 --spec whole.json -o map_$kind -q
+  TMPDIR=$out/map-tmp expect 2 "compile map_$kind" -- "$pipecut" compile map_$kind --python "$py" --no-cache -q
+  contains "compile map_$kind message" "map_$kind/stage_000.pt2: node 'map_impl': AOTInductor (torch 2.11"
+  contains "compile map_$kind reason" ") cannot compile a map, and pipecut unrolls only a top-level one over a static length of at most 64"
+  [[ ! -e map_$kind/stage_000.aoti-cpu.pt2 && -z $(ls -A map-tmp) && -z $(compgen -G "map_$kind.tmp.*") ]] && ok ||
+    bad "compile map_$kind: nothing written, no scratch left"
 done
 
 # Training keeps TorchScript.
