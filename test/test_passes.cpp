@@ -7,6 +7,7 @@
 #include "ir/value_index.h"
 #include "ir/module_tree.h"
 #include "ir/verifier.h"
+#include "passes/map_as_loop.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
 #include "pt2/program_json.h"
@@ -561,39 +562,44 @@ TEST_CASE("module-affinity scheduling picks what the quadratic definition picks"
   CHECK(kept >= 20);  // the identity path ran (41 of 200 trials)
 }
 
-TEST_CASE("a map of static length unrolls into select, the body per slice, and stack; others stay", "[passes]") {
+// A program of one map over x's rows (x: [length, 4], the length an int or
+// an expression), each row times w: y = map(row * w). The body's result
+// has `resultSize` elements (4, unless a test says it is symbolic).
+static ir::Program mapProgram(const Json& lengthDim, const Json& resultSize = Json{{"as_int", 4}}) {
   auto meta = [](Json sizes, Json strides) {
     return Json{{"dtype", 7}, {"sizes", sizes}, {"requires_grad", false}, {"device", {{"type", "cpu"}, {"index", nullptr}}},
                 {"strides", strides}, {"storage_offset", {{"as_int", 0}}}, {"layout", 7}};
   };
-  auto program = [&](Json lengthDim) {
-    Json row = meta(Json::array({Json{{"as_int", 4}}}), Json::array({Json{{"as_int", 1}}}));
-    Json body{{"inputs", Json::array({Json{{"as_tensor", {{"name", "xi"}}}}, Json{{"as_tensor", {{"name", "w"}}}}})},
-              {"outputs", Json::array({Json{{"as_tensor", {{"name", "yi"}}}}})},
-              {"nodes", Json::array({test::tensorNode("torch.ops.aten.mul.Tensor", {"xi", "w"}, "yi")})},
-              {"tensor_values", {{"xi", row}, {"w", row}, {"yi", row}}},
-              {"sym_int_values", Json::object()}, {"sym_bool_values", Json::object()},
-              {"sym_float_values", Json::object()}, {"custom_obj_values", Json::object()},
-              {"is_single_tensor_return", false}};
-    auto named = [](const char* name, Json arg) { return Json{{"name", name}, {"arg", arg}, {"kind", 1}}; };
-    Json graphArg = Json{{"as_graph", Json{{"name", "body_graph_0"}, {"graph", body}}}};
-    Json xs = Json{{"as_tensors", Json::array({Json{{"name", "x"}}})}};
-    Json extra = Json{{"as_tensors", Json::array({Json{{"name", "w"}}})}};
-    Json map = Json::object();
-    map["target"] = "torch.ops.higher_order.map_impl";
-    map["inputs"] = Json::array({named("f", graphArg), named("xs", xs), named("pos_args", extra)});
-    map["outputs"] = Json::array({Json{{"as_tensor", Json{{"name", "y"}}}}});
-    map["metadata"] = Json::object();
-    map["is_hop_single_tensor_return"] = nullptr;
-    map["name"] = "map_impl";
-    Json j = test::programJson(Json::array({map}), {"x", "w"}, "y");
-    auto& tv = j["graph_module"]["graph"]["tensor_values"];
-    tv["x"] = meta(Json::array({lengthDim, Json{{"as_int", 4}}}), Json::array({Json{{"as_int", 4}}, Json{{"as_int", 1}}}));
-    tv["w"] = row;
-    tv["y"] = tv["x"];
-    return pt2::parseProgram(j);
-  };
-  ir::Program p = program(Json{{"as_int", 3}});
+  Json row = meta(Json::array({Json{{"as_int", 4}}}), Json::array({Json{{"as_int", 1}}}));
+  Json result = meta(Json::array({resultSize}), Json::array({Json{{"as_int", 1}}}));
+  Json body{{"inputs", Json::array({Json{{"as_tensor", {{"name", "xi"}}}}, Json{{"as_tensor", {{"name", "w"}}}}})},
+            {"outputs", Json::array({Json{{"as_tensor", {{"name", "yi"}}}}})},
+            {"nodes", Json::array({test::tensorNode("torch.ops.aten.mul.Tensor", {"xi", "w"}, "yi")})},
+            {"tensor_values", {{"xi", row}, {"w", row}, {"yi", result}}},
+            {"sym_int_values", Json::object()}, {"sym_bool_values", Json::object()},
+            {"sym_float_values", Json::object()}, {"custom_obj_values", Json::object()},
+            {"is_single_tensor_return", false}};
+  auto named = [](const char* name, Json arg) { return Json{{"name", name}, {"arg", arg}, {"kind", 1}}; };
+  Json graphArg = Json{{"as_graph", Json{{"name", "body_graph_0"}, {"graph", body}}}};
+  Json xs = Json{{"as_tensors", Json::array({Json{{"name", "x"}}})}};
+  Json extra = Json{{"as_tensors", Json::array({Json{{"name", "w"}}})}};
+  Json map = Json::object();
+  map["target"] = "torch.ops.higher_order.map_impl";
+  map["inputs"] = Json::array({named("f", graphArg), named("xs", xs), named("pos_args", extra)});
+  map["outputs"] = Json::array({Json{{"as_tensor", Json{{"name", "y"}}}}});
+  map["metadata"] = Json::object();
+  map["is_hop_single_tensor_return"] = nullptr;
+  map["name"] = "map_impl";
+  Json j = test::programJson(Json::array({map}), {"x", "w"}, "y");
+  auto& tv = j["graph_module"]["graph"]["tensor_values"];
+  tv["x"] = meta(Json::array({lengthDim, Json{{"as_int", 4}}}), Json::array({Json{{"as_int", 4}}, Json{{"as_int", 1}}}));
+  tv["w"] = row;
+  tv["y"] = tv["x"];
+  return pt2::parseProgram(j);
+}
+
+TEST_CASE("a map of static length unrolls into select, the body per slice, and stack; others stay", "[passes]") {
+  ir::Program p = mapProgram(Json{{"as_int", 3}});
   CHECK(passes::unrollStaticMaps(p) == 1);
   std::vector<std::string> targets;
   for (const auto& n : p.graph.nodes) targets.push_back(n->opName());
@@ -608,9 +614,74 @@ TEST_CASE("a map of static length unrolls into select, the body per slice, and s
   CHECK(p.graph.find("y")->producer == p.graph.nodes.back().get());
   CHECK_NOTHROW(ir::verify(p));
 
-  ir::Program dynamic = program(Json{{"as_expr", {{"expr_str", "Symbol('s0', positive=True, integer=True)"}, {"hint", {{"as_int", 3}}}}}});
+  ir::Program dynamic = mapProgram(Json{{"as_expr", {{"expr_str", "Symbol('s0', positive=True, integer=True)"}, {"hint", {{"as_int", 3}}}}}});
   CHECK(passes::unrollStaticMaps(dynamic) == 0);
   CHECK(dynamic.graph.nodes.front()->opName() == "higher_order.map_impl");
-  ir::Program longMap = program(Json{{"as_int", passes::kMaxUnroll + 1}});
+  ir::Program longMap = mapProgram(Json{{"as_int", passes::kMaxUnroll + 1}});
   CHECK(passes::unrollStaticMaps(longMap) == 0);
+}
+
+TEST_CASE("a map over a symbolic or long length becomes a while_loop that writes row i of its result", "[passes]") {
+  const Json s0{{"as_expr", {{"expr_str", "Symbol('s0', positive=True, integer=True)"}, {"hint", {{"as_int", 3}}}}}};
+  auto targets = [](const ir::Graph& g) {
+    std::vector<std::string> t;
+    for (const auto& n : g.nodes) t.push_back(n->opName());
+    return t;
+  };
+  ir::Program p = mapProgram(s0);
+  CHECK(passes::mapsAsLoops(p) == 1);
+  CHECK(targets(p.graph) == std::vector<std::string>{"aten.sym_size.int", "aten.zeros.default", "aten.zeros.default",
+                                                     "higher_order.while_loop"});
+  const ir::Node& loop = *p.graph.nodes.back();
+  // The loop defines the map's own result (its second output, after the
+  // counter), which the program returns.
+  REQUIRE(loop.outputs.size() == 2);
+  CHECK(loop.outputs[1].value() == p.graph.find("y"));
+  CHECK(p.graph.find("y")->producer == &loop);
+  // Carried: the counter and the result's rows, [s0, 4] like y; additional:
+  // the mapped input and w, tensors only (NativeRT refuses a SymInt input).
+  REQUIRE(loop.inputs.size() == 4);
+  REQUIRE(loop.inputs[2].arg.refs.size() == 2);
+  const ir::Value* rows = loop.inputs[2].arg.refs[1].value;
+  REQUIRE(rows->meta);
+  CHECK(rows->meta->shapeStr() == "[s0, 4]");
+  CHECK(rows->meta->strides[0].value == 4);
+  std::vector<std::string> extra;
+  for (const auto& r : loop.inputs[3].arg.refs) extra.push_back(r.value->name);
+  CHECK(extra == std::vector<std::string>{"x", "w"});
+  // The buffer's length is x's, read by sym_size.
+  const ir::Value* length = p.graph.nodes[0]->outputs[0].value();
+  CHECK(length->kind == ir::ValueKind::SymInt);
+  CHECK(p.graph.nodes[2]->inputs[0].arg.refs[0].value == length);
+  const ir::Graph* cond = loop.inputs[0].arg.body();
+  const ir::Graph* body = loop.inputs[1].arg.body();
+  REQUIRE(cond);
+  REQUIRE(body);
+  CHECK(targets(*cond) == std::vector<std::string>{"aten.sym_size.int", "aten.lt.Scalar"});
+  CHECK(targets(*body) == std::vector<std::string>{"aten.reshape.default", "aten.index_select.default",
+                                                   "aten.squeeze.dim", "aten.mul.Tensor", "aten.add.Tensor",
+                                                   "aten.unsqueeze.default", "aten.index_copy.default"});
+  for (const ir::Graph* g : {cond, body})
+    for (const auto& in : g->inputs) CHECK(in.value()->kind == ir::ValueKind::Tensor);
+  CHECK(body->outputs.size() == 2);
+  CHECK_NOTHROW(ir::verify(p));
+  // Written and read back: the schema's JSON holds it whole.
+  const Json written = pt2::serializeProgram(p);
+  ir::Program again = pt2::parseProgram(written);
+  CHECK(pt2::serializeProgram(again) == written);
+  CHECK_NOTHROW(ir::verify(again));
+
+  // A static length over the unrolling limit: literals, no sym_size.
+  ir::Program longMap = mapProgram(Json{{"as_int", passes::kMaxUnroll + 1}});
+  CHECK(passes::mapsAsLoops(longMap) == 1);
+  CHECK(targets(longMap.graph) == std::vector<std::string>{"aten.zeros.default", "aten.zeros.default",
+                                                           "higher_order.while_loop"});
+  CHECK(targets(*longMap.graph.nodes.back()->inputs[0].arg.body()) == std::vector<std::string>{"aten.lt.Scalar"});
+  CHECK(longMap.graph.nodes.back()->inputs[0].arg.body()->nodes[0]->inputs[1].arg.asInt() == passes::kMaxUnroll + 1);
+  CHECK_NOTHROW(ir::verify(longMap));
+
+  // A result of symbolic size has no rows to allocate: the map stays.
+  ir::Program symbolicResult = mapProgram(s0, s0);
+  CHECK(passes::mapsAsLoops(symbolicResult) == 0);
+  CHECK(symbolicResult.graph.nodes.front()->opName() == "higher_order.map_impl");
 }

@@ -277,9 +277,11 @@ struct ScratchDir {
 // fails an assertion (codegen_subgraph_prefix: the body's inputs are not the
 // loop's), on the unsplit program too, while `cond` and `while_loop` compile.
 // So a stage with a map is compiled from a copy of its .pt2 in `scratch`
-// with each map of static length unrolled by the pass NativeRT's stages get
-// (passes/unroll_map.h). The copy keeps every weight under its FQN, which is
-// where pipecut-run takes them from in the stage's own .pt2. Returns the
+// where each top-level map of static length (at most kMaxUnroll slices) is
+// unrolled by the pass NativeRT's stages get (passes/unroll_map.h), and
+// each other one, over a symbolic length say, is written as a while_loop
+// (passes/map_as_loop.h). The copy keeps every weight under its FQN, which
+// is where pipecut-run takes them from in the stage's own .pt2. Returns the
 // stage's own path when it has no map.
 fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
   pt2::Package pkg = pt2::readPackage(stagePt2.string());
@@ -288,12 +290,13 @@ fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
   passes::PassManager pm;
   pm.setVerifyEach(true);
   pm.add(passes::unrollStaticMapsPass());
+  pm.add(passes::mapsAsLoopsPass());  // the maps unrolling leaves
   pm.run(program);
   if (const ir::Node* left = findMap(program.graph))
     throw Error(ErrorKind::InvalidInput, stagePt2.string(), "node '" + left->label() + "'",
                 "AOTInductor (torch " + emit::libtorchVersion() +
-                    ") cannot compile a map, and pipecut unrolls only a top-level one over a static length of at most " +
-                    std::to_string(passes::kMaxUnroll));
+                    ") cannot compile a map, and pipecut rewrites only a top-level one whose body's results have "
+                    "static sizes (unrolled, or as a while_loop)");
   std::string tmpl = (fs::temp_directory_path() / "pipecut-compile-source-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throwOsError(tmpl, "create a scratch directory", errno);
   scratch.path = tmpl;

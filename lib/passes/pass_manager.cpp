@@ -49,6 +49,7 @@ void addNativeRtPipeline(PassManager& pm, bool verifyEach) {
   pm.setVerifyEach(verifyEach);
   pm.add(inlineGradRegionsPass());
   pm.add(unrollStaticMapsPass());  // after inlining: maps inside inlined regions are top level then
+  pm.add(mapsAsLoopsPass());       // the maps unrolling leaves
 }
 
 }  // namespace pipecut::passes

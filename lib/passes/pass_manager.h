@@ -53,6 +53,7 @@ Pass dedupeAttributesPass(SameConstantFn sameConstant = nullptr, ConstantKeyFn c
 Pass moduleContiguousPass();
 Pass inlineGradRegionsPass();   // passes/inline_grad_regions.h says what it does
 Pass unrollStaticMapsPass();    // passes/unroll_map.h
+Pass mapsAsLoopsPass();         // passes/map_as_loop.h
 
 struct NormalizeOptions {
   bool moduleContiguous = false;
@@ -65,7 +66,8 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 
 // What a stage program for LibTorch's NativeRT needs (split
 // --inline-grad-regions): the higher-order ops it refuses that an
-// inference-only stage may rewrite. inline-grad-regions, unroll-static-maps.
+// inference-only stage may rewrite. inline-grad-regions, unroll-static-maps,
+// maps-as-loops.
 void addNativeRtPipeline(PassManager& pm, bool verifyEach);
 
 }  // namespace pipecut::passes

@@ -31,21 +31,16 @@ std::optional<int64_t> staticLength(const ir::Value* x) {
   return m.sizes[0].value;
 }
 
-// The node's (f, xs, additional) when it can be unrolled: N slices.
-struct MapCall {
-  const ir::Graph* body = nullptr;
-  std::vector<ir::Value*> xs, additional;
+// The node's operands when it can be unrolled: N slices.
+struct MapCall : MapOperands {
   int64_t length = 0;
 };
 
 std::optional<MapCall> unrollable(const ir::Node& n) {
-  if (n.inputs.size() != 3 || !n.inputs[0].arg.body()) return std::nullopt;
+  std::optional<MapOperands> operands = mapOperands(n);
+  if (!operands) return std::nullopt;
   MapCall c;
-  c.body = n.inputs[0].arg.body();
-  for (const auto& r : n.inputs[1].arg.refs) c.xs.push_back(r.value);
-  for (const auto& r : n.inputs[2].arg.refs) c.additional.push_back(r.value);
-  if (c.xs.empty() || c.body->inputs.size() != c.xs.size() + c.additional.size()) return std::nullopt;
-  for (ir::Value* v : c.additional) if (!v) return std::nullopt;
+  static_cast<MapOperands&>(c) = std::move(*operands);
   std::optional<int64_t> length;
   for (ir::Value* x : c.xs) {
     auto len = staticLength(x);
@@ -54,14 +49,25 @@ std::optional<MapCall> unrollable(const ir::Node& n) {
   }
   if (*length < 1 || *length > kMaxUnroll) return std::nullopt;
   c.length = *length;
-  // Every result is one tensor: stack defines it in the map's place.
+  return c;
+}
+
+}  // namespace
+
+std::optional<MapOperands> mapOperands(const ir::Node& n) {
+  if (n.target != kMapTarget || n.inputs.size() != 3 || !n.inputs[0].arg.body()) return std::nullopt;
+  MapOperands c;
+  c.body = n.inputs[0].arg.body();
+  for (const auto& r : n.inputs[1].arg.refs) c.xs.push_back(r.value);
+  for (const auto& r : n.inputs[2].arg.refs) c.additional.push_back(r.value);
+  if (c.xs.empty() || c.body->inputs.size() != c.xs.size() + c.additional.size()) return std::nullopt;
+  for (ir::Value* v : c.additional) if (!v) return std::nullopt;
+  // Every result is one tensor, which the rewrite defines in the map's place.
   if (n.outputs.size() != c.body->outputs.size()) return std::nullopt;
   for (const auto& o : n.outputs) if (o.tag != ir::ArgTag::Tensor || !o.value()) return std::nullopt;
   for (const auto& o : c.body->outputs) if (!o.value()) return std::nullopt;
   return c;
 }
-
-}  // namespace
 
 size_t unrollStaticMaps(ir::Program& p) {
   ir::Graph& g = p.graph;
