@@ -7,8 +7,8 @@
 # float32 tolerance at M=1 and M=4 (sizes it was not exported at), in one
 # process and on 2 Gloo ranks; and llama_kv_chunk's packages generate the
 # reference tokens (--generate, KV caches passed in as state); control_flow's
-# map stage compiles from an unrolled copy, and a map pipecut cannot unroll is
-# refused before Inductor sees it. A package's
+# map stage compiles from an unrolled copy, other maps as loops, and a nested
+# map is refused before Inductor sees it. A package's
 # library is copied under TMPDIR and unlinked once loaded: nothing stays there,
 # even after SIGKILL, or when TMPDIR has no room for it. Refusals exit 2 (6
 # for a GPU this machine lacks, or a TMPDIR without room) naming the stage
@@ -407,32 +407,59 @@ for m in 1 4; do
   ref=$cf.ref.safetensors && [[ $m == 4 ]] && ref=$cf.mb4.ref.safetensors
   expect 0 "control_flow aoti M=$m" -- "$run" cf --stage-format aoti -m $m --inputs "$ref" --check "$ref" -q
 done
-# A map pipecut cannot unroll (over a symbolic length, or longer than 64
-# slices) is refused before Inductor sees it: exit 2 naming the stage's .pt2
-# and the node, nothing written, no scratch directory left.
-"$py" - <<'EOF2' || bad "export the maps pipecut cannot unroll"
-import torch
+# A map pipecut does not unroll (over a symbolic length, or longer than 64
+# slices) is compiled as a while_loop (passes/map_as_loop.h): a model with
+# one of each, exported at batch 3, runs at batch 8 and 40 (M=1 and M=4)
+# within float32 rounding of PyTorch, as packages and as NativeRT stages
+# (split --inline-grad-regions). A map nested in a cond body is refused
+# before Inductor sees it: exit 2 naming the stage's .pt2 and the node,
+# nothing written, no scratch directory left.
+PYTHONPATH=$src/scripts "$py" - <<'EOF2' || bad "export the maps pipecut rewrites as loops"
+import torch, refio
 from torch._higher_order_ops.map import map as map_rows
-class Rows(torch.nn.Module):
+class Maps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("table", torch.randn(65, 4))
+    def forward(self, x):
+        rows = map_rows(lambda row, w: torch.tanh(row @ w), x, self.w)
+        table = map_rows(lambda row, w: torch.relu(row @ w).sum(0, keepdim=True), self.table, self.w)
+        return rows + table.sum()
+class Nested(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.w = torch.nn.Parameter(torch.randn(4, 4))
     def forward(self, x):
-        return map_rows(lambda row, w: torch.tanh(row @ w), x, self.w)
-rows = Rows()
+        return torch.cond(x.sum() > 0, lambda x: map_rows(lambda r, w: r @ w, x, self.w), lambda x: x * 2, (x,))
+torch.manual_seed(0)
 b = torch.export.Dim("b", min=2, max=1024)
-torch.export.save(torch.export.export(rows, (torch.randn(3, 4),), dynamic_shapes=({0: b},)), "map_dynamic.pt2")
-torch.export.save(torch.export.export(rows, (torch.randn(65, 4),)), "map_long.pt2")
+ep = torch.export.export(Maps(), (torch.randn(3, 4),), dynamic_shapes=({0: b},))
+torch.export.save(ep, "maps.pt2")
+for n in (8, 40):
+    x = torch.randn(n, 4)
+    refio.write_ref(f"maps{n}.ref.safetensors", [x], [ep.module()(x)], {"model": "maps"})
+torch.export.save(torch.export.export(Nested(), (torch.randn(3, 4),)), "nested.pt2")
 EOF2
-mkdir -p map-tmp
-for kind in dynamic long; do
-  expect 0 "split map_$kind" -- "$pipecut" split map_$kind.pt2 --spec whole.json -o map_$kind -q
-  TMPDIR=$out/map-tmp expect 2 "compile map_$kind" -- "$pipecut" compile map_$kind --python "$py" --no-cache -q
-  contains "compile map_$kind message" "map_$kind/stage_000.pt2: node 'map_impl': AOTInductor (torch 2.11"
-  contains "compile map_$kind reason" ") cannot compile a map, and pipecut unrolls only a top-level one over a static length of at most 64"
-  [[ ! -e map_$kind/stage_000.aoti-cpu.pt2 && -z $(ls -A map-tmp) && -z $(compgen -G "map_$kind.tmp.*") ]] && ok ||
-    bad "compile map_$kind: nothing written, no scratch left"
+expect 0 "split maps" -- "$pipecut" split maps.pt2 --spec whole.json -o maps -q
+expect 0 "split maps for NativeRT" -- "$pipecut" split maps.pt2 --spec whole.json -o maps-nrt --inline-grad-regions -q
+expect 0 "compile maps" -- "$pipecut" compile maps --python "$py" -q
+for n in 8 40; do
+  for m in 1 4; do
+    expect 0 "maps aoti batch $n M=$m" -- "$run" maps --stage-format aoti -m $m --inputs maps$n.ref.safetensors \
+      --check maps$n.ref.safetensors -q
+    expect 0 "maps NativeRT batch $n M=$m" -- "$run" maps-nrt --stage-format pt2 -m $m --inputs maps$n.ref.safetensors \
+      --check maps$n.ref.safetensors -q
+  done
 done
+mkdir -p map-tmp
+expect 0 "split nested" -- "$pipecut" split nested.pt2 --spec whole.json -o nested -q
+TMPDIR=$out/map-tmp expect 2 "compile nested map" -- "$pipecut" compile nested --python "$py" --no-cache -q
+contains "compile nested map message" "nested/stage_000.pt2: node 'map_impl': AOTInductor (torch 2.11"
+contains "compile nested map reason" \
+  ") cannot compile a map, and pipecut rewrites only a top-level one whose body's results have static sizes"
+[[ ! -e nested/stage_000.aoti-cpu.pt2 && -z $(ls -A map-tmp) && -z $(compgen -G "nested.tmp.*") ]] && ok ||
+  bad "compile nested map: nothing written, no scratch left"
 
 # Training keeps TorchScript.
 expect 1 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q
