@@ -33,7 +33,7 @@
 # takes about 3.5 min: 1.5 min of fuzzing (three rounds of 30 s), 5 s for the
 # open findings, and about 2 min for the ASan+UBSan unit tests themselves
 # (38 test cases, 105-125 s). A first build of build-fuzz adds about 2 min, a
-# first build of build-asan about 8 min.
+# first build of build-asan about 7 min.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
