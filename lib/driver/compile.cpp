@@ -289,8 +289,7 @@ fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
   ir::Program program = ir::cloneProgram(pkg.program);
   passes::PassManager pm;
   pm.setVerifyEach(true);
-  pm.add(passes::unrollStaticMapsPass());
-  pm.add(passes::mapsAsLoopsPass());  // the maps unrolling leaves
+  passes::addMapRewrites(pm);
   pm.run(program);
   if (const ir::Node* left = findMap(program.graph))
     throw Error(ErrorKind::InvalidInput, stagePt2.string(), "node '" + left->label() + "'",

@@ -48,8 +48,12 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& o) {
 void addNativeRtPipeline(PassManager& pm, bool verifyEach) {
   pm.setVerifyEach(verifyEach);
   pm.add(inlineGradRegionsPass());
-  pm.add(unrollStaticMapsPass());  // after inlining: maps inside inlined regions are top level then
-  pm.add(mapsAsLoopsPass());       // the maps unrolling leaves
+  addMapRewrites(pm);  // after inlining: maps inside inlined regions are top level then
+}
+
+void addMapRewrites(PassManager& pm) {
+  pm.add(unrollStaticMapsPass());
+  pm.add(mapsAsLoopsPass());  // the maps unrolling leaves
 }
 
 }  // namespace pipecut::passes

@@ -66,8 +66,11 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 
 // What a stage program for LibTorch's NativeRT needs (split
 // --inline-grad-regions): the higher-order ops it refuses that an
-// inference-only stage may rewrite. inline-grad-regions, unroll-static-maps,
-// maps-as-loops.
+// inference-only stage may rewrite. inline-grad-regions, then the map rewrites.
 void addNativeRtPipeline(PassManager& pm, bool verifyEach);
+
+// Every top-level map as ops NativeRT and AOTInductor run (neither runs
+// map_impl): unroll-static-maps, then maps-as-loops for the maps it leaves.
+void addMapRewrites(PassManager& pm);
 
 }  // namespace pipecut::passes
