@@ -1,7 +1,9 @@
 // program JSON (models/<name>.json) -> parseProgram, then what `pipecut split`
 // runs next without torch: verification, the normalization pipeline
-// (module-contiguous), the module tree; and a serialize -> parse round trip,
-// which must succeed and reach a fixed point.
+// (module-contiguous), the module tree, NativeRT's pipeline (inlined regions,
+// maps unrolled or written as loops, as `split --inline-grad-regions` and
+// `pipecut compile` rewrite them); and serialize -> parse round trips, which
+// must succeed and reach a fixed point.
 #include "ir/module_tree.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
@@ -54,6 +56,13 @@ int program_json(const uint8_t* data, size_t size) {
       }))
     return 0;
   roundTrip(program, "round trip of the normalized program");
+
+  // The rewrites for NativeRT and AOTInductor, on the normalized program:
+  // verified after each pass when the input was well formed.
+  passes::PassManager native;
+  passes::addNativeRtPipeline(native, wellFormed);
+  if (!refusesOrRuns("NativeRT pipeline", [&] { native.run(program); })) return 0;
+  roundTrip(program, "round trip of the program rewritten for NativeRT");
   return 0;
 }
 
