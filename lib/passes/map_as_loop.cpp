@@ -30,6 +30,15 @@ ir::TensorMeta contiguous(int dtype, std::vector<ir::SymInt> sizes, const ir::De
   return m;
 }
 
+// `first`, then `rest`: the sizes of N rows, or of one, of a row's shape.
+std::vector<ir::SymInt> withLeading(const ir::SymInt& first, const std::vector<ir::SymInt>& rest) {
+  std::vector<ir::SymInt> sizes{first};
+  sizes.insert(sizes.end(), rest.begin(), rest.end());
+  return sizes;
+}
+
+const ir::SymInt kOne{false, 1, {}, {}};
+
 bool sameSize(const ir::SymInt& a, const ir::SymInt& b) {
   return a.isExpr == b.isExpr && (a.isExpr ? a.expr == b.expr : a.value == b.value);
 }
@@ -107,6 +116,16 @@ struct Emitter {
 ir::NamedArgument pos(const char* name, ir::Argument a) { return {name, std::move(a), 1}; }
 ir::NamedArgument kw(const char* name, ir::Argument a) { return {name, std::move(a), 2}; }
 
+// N in the graph `e` writes to: `sym_size(x, 0)` of a mapped input there
+// when the length is symbolic; nullptr when it is static (N is a literal).
+ir::Value* symbolicLength(Emitter& e, ir::Value* x, const ir::SymInt& length, const std::string& name) {
+  if (!length.isExpr) return nullptr;
+  ir::Value* n = e.op("torch.ops.aten.sym_size.int", {pos("self", ir::Argument::tensor(x)), pos("dim", ir::Argument::integer(0))},
+                      name, std::nullopt, ir::ValueKind::SymInt);
+  n->symMeta = ir::Json{{"as_expr", {{"expr_str", length.expr}, {"hint", length.hint}}}};
+  return n;
+}
+
 ir::Argument deviceArg(const ir::Device& d) {
   return ir::Argument::literalOf(ir::ArgTag::Device,
                                  ir::Json{{"type", d.type}, {"index", d.index ? ir::Json(*d.index) : ir::Json(nullptr)}});
@@ -151,20 +170,9 @@ size_t mapsAsLoops(ir::Program& p) {
       nodes.push_back(std::move(node));
       continue;
     }
-    const ir::TensorMeta& x0 = *call->xs[0]->meta;
-    const ir::Device device = x0.device;
+    const ir::Device device = call->xs[0]->meta->device;
     Emitter outer{g, nodes, *node};
-    // N: a SymInt value for a symbolic length, a literal otherwise.
-    ir::Value* length = nullptr;
-    if (call->length.isExpr) {
-      length = outer.op("torch.ops.aten.sym_size.int",
-                        {pos("self", ir::Argument::tensor(call->xs[0])), pos("dim", ir::Argument::integer(0))},
-                        node->label() + "_length", std::nullopt, ir::ValueKind::SymInt);
-      length->symMeta = ir::Json{{"as_expr", {{"expr_str", call->length.expr}, {"hint", call->length.hint}}}};
-    }
-    auto lengthElement = [&](ir::Value* n) {
-      return n ? ir::Ref{n, nullptr} : ir::Ref{nullptr, ir::Json{{"as_int", call->length.value}}};
-    };
+    ir::Value* length = symbolicLength(outer, call->xs[0], call->length, node->label() + "_length");
     ir::Value* counter = outer.op(
         "torch.ops.aten.zeros.default",
         {pos("size", ir::Argument::literalOf(ir::ArgTag::Ints, ir::Json::array())),
@@ -173,18 +181,16 @@ size_t mapsAsLoops(ir::Program& p) {
     std::vector<ir::Value*> buffers;
     for (const auto& o : call->body->outputs) {
       const ir::TensorMeta& y = *o.value()->meta;
-      std::vector<ir::SymInt> sizes{call->length};
-      sizes.insert(sizes.end(), y.sizes.begin(), y.sizes.end());
       ir::Argument size;
       size.tag = ir::ArgTag::SymInts;
-      size.refs.push_back(lengthElement(length));
+      size.refs.push_back(length ? ir::Ref{length, nullptr} : ir::Ref{nullptr, ir::Json{{"as_int", call->length.value}}});
       for (const auto& s : y.sizes) size.refs.push_back(ir::Ref{nullptr, ir::Json{{"as_int", s.value}}});
       // zeros rather than new_zeros: NativeRT has no static kernel for the latter.
       buffers.push_back(outer.op("torch.ops.aten.zeros.default",
                                  {pos("size", std::move(size)),
                                   kw("dtype", ir::Argument::literalOf(ir::ArgTag::ScalarType, y.dtype)),
                                   kw("device", deviceArg(y.device))},
-                                 node->label() + "_rows", contiguous(y.dtype, sizes, y.device)));
+                                 node->label() + "_rows", contiguous(y.dtype, withLeading(call->length, y.sizes), y.device)));
     }
 
     // cond: i < N.
@@ -192,14 +198,8 @@ size_t mapsAsLoops(ir::Program& p) {
     {
       std::vector<std::unique_ptr<ir::Node>> body;
       Emitter e{*cond.g, body, *node};
-      ir::Argument other = ir::Argument::integer(call->length.value);
-      if (call->length.isExpr) {
-        ir::Value* n = e.op("torch.ops.aten.sym_size.int",
-                            {pos("self", ir::Argument::tensor(cond.xs[0])), pos("dim", ir::Argument::integer(0))}, "length",
-                            std::nullopt, ir::ValueKind::SymInt);
-        n->symMeta = length->symMeta;
-        other = symIntRef(n);
-      }
+      ir::Value* n = symbolicLength(e, cond.xs[0], call->length, "length");
+      ir::Argument other = n ? symIntRef(n) : ir::Argument::integer(call->length.value);
       ir::Value* lt = e.op("torch.ops.aten.lt.Scalar", {pos("self", ir::Argument::tensor(cond.counter)), pos("other", other)},
                            "in_range", contiguous(kBool, {}, device));
       cond.g->nodes = std::move(body);
@@ -216,17 +216,15 @@ size_t mapsAsLoops(ir::Program& p) {
       ir::Value* index = e.op("torch.ops.aten.reshape.default",
                               {pos("self", ir::Argument::tensor(step.counter)),
                                pos("shape", ir::Argument::literalOf(ir::ArgTag::Ints, ir::Json::array({1})))},
-                              "row_index", contiguous(kLong, {ir::SymInt{false, 1, {}, {}}}, device));
+                              "row_index", contiguous(kLong, {kOne}, device));
       ir::ValueMap map;
       for (size_t k = 0; k < step.xs.size(); ++k) {
         const ir::TensorMeta& xm = *step.xs[k]->meta;
         std::vector<ir::SymInt> rowSizes(xm.sizes.begin() + 1, xm.sizes.end());
-        std::vector<ir::SymInt> selSizes{ir::SymInt{false, 1, {}, {}}};
-        selSizes.insert(selSizes.end(), rowSizes.begin(), rowSizes.end());
         ir::Value* sel = e.op("torch.ops.aten.index_select.default",
                               {pos("self", ir::Argument::tensor(step.xs[k])), pos("dim", ir::Argument::integer(0)),
                                pos("index", ir::Argument::tensor(index))},
-                              step.xs[k]->name + "_row1", contiguous(xm.dtype, selSizes, xm.device));
+                              step.xs[k]->name + "_row1", contiguous(xm.dtype, withLeading(kOne, rowSizes), xm.device));
         ir::Value* row = e.op("torch.ops.aten.squeeze.dim",
                               {pos("self", ir::Argument::tensor(sel)), pos("dim", ir::Argument::integer(0))},
                               step.xs[k]->name + "_row", contiguous(xm.dtype, rowSizes, xm.device));
@@ -242,11 +240,9 @@ size_t mapsAsLoops(ir::Program& p) {
       for (size_t j = 0; j < call->body->outputs.size(); ++j) {
         ir::Value* y = map.at(call->body->outputs[j].value());
         const ir::TensorMeta& ym = *y->meta;
-        std::vector<ir::SymInt> sizes{ir::SymInt{false, 1, {}, {}}};
-        sizes.insert(sizes.end(), ym.sizes.begin(), ym.sizes.end());
         ir::Value* lifted = e.op("torch.ops.aten.unsqueeze.default",
                                  {pos("self", ir::Argument::tensor(y)), pos("dim", ir::Argument::integer(0))},
-                                 y->name + "_as_row", contiguous(ym.dtype, sizes, ym.device));
+                                 y->name + "_as_row", contiguous(ym.dtype, withLeading(kOne, ym.sizes), ym.device));
         ir::Value* written = e.op("torch.ops.aten.index_copy.default",
                                   {pos("self", ir::Argument::tensor(step.buffers[j])), pos("dim", ir::Argument::integer(0)),
                                    pos("index", ir::Argument::tensor(index)), pos("source", ir::Argument::tensor(lifted))},
