@@ -7,9 +7,11 @@
 #include "ir/value_index.h"
 #include "ir/module_tree.h"
 #include "ir/verifier.h"
+#include "passes/grouped_query_attention.h"
 #include "passes/map_as_loop.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
+#include "pt2/package.h"
 #include "pt2/program_json.h"
 #include "support/error.h"
 #include "test_util.h"
@@ -684,4 +686,133 @@ TEST_CASE("a map over a symbolic or long length becomes a while_loop that writes
   ir::Program symbolicResult = mapProgram(s0, s0);
   CHECK(passes::mapsAsLoops(symbolicResult) == 0);
   CHECK(symbolicResult.graph.nodes.front()->opName() == "higher_order.map_impl");
+}
+
+// Attention over a key and value widened from 2 heads to 4 the way
+// transformers' repeat_kv does (unsqueeze at 2, expand, reshape), the batch
+// symbolic. `unsqueezeDim` 1 would tile the heads instead; `widenValue`
+// false leaves the value narrow; `dropout` adds dropout_p.
+struct GqaCase {
+  int64_t unsqueezeDim = 2;
+  bool widenValue = true;
+  double dropout = 0.0;
+  bool keepWideKey = false;  // the widened key is also an output
+};
+
+static ir::Program gqaProgram(const GqaCase& c) {
+  const Json b{{"as_expr", {{"expr_str", "Symbol('s0', positive=True, integer=True)"}, {"hint", {{"as_int", 3}}}}}};
+  auto i = [](int64_t v) { return Json{{"as_int", v}}; };
+  auto meta = [](Json sizes) {
+    Json strides = Json::array();
+    for (size_t k = 0; k < sizes.size(); ++k) strides.push_back(Json{{"as_int", 1}});
+    return Json{{"dtype", 7}, {"sizes", sizes}, {"requires_grad", false}, {"device", {{"type", "cpu"}, {"index", nullptr}}},
+                {"strides", strides}, {"storage_offset", {{"as_int", 0}}}, {"layout", 7}};
+  };
+  auto named = [](const char* name, Json arg, int kind = 1) { return Json{{"name", name}, {"arg", arg}, {"kind", kind}}; };
+  auto tensor = [](const std::string& n) { return Json{{"as_tensor", {{"name", n}}}}; };
+  auto node = [&](const char* target, Json inputs, const std::string& out) {
+    return Json{{"target", target}, {"inputs", inputs}, {"outputs", Json::array({tensor(out)})},
+                {"metadata", Json::object()}, {"is_hop_single_tensor_return", nullptr}, {"name", out}};
+  };
+  Json nodes = Json::array();
+  auto widen = [&](const std::string& x) {
+    nodes.push_back(node("torch.ops.aten.unsqueeze.default",
+                         Json::array({named("self", tensor(x)), named("dim", i(c.unsqueezeDim))}), x + "_u"));
+    nodes.push_back(node("torch.ops.aten.expand.default",
+                         Json::array({named("self", tensor(x + "_u")),
+                                      named("size", Json{{"as_sym_ints", Json::array({i(-1), i(2), i(2), i(5), i(8)})}})}),
+                         x + "_e"));
+    nodes.push_back(node("torch.ops.aten.reshape.default",
+                         Json::array({named("self", tensor(x + "_e")),
+                                      named("shape", Json{{"as_ints", Json::array({-1, 4, 5, 8})}})}),
+                         x + "_w"));
+    return x + "_w";
+  };
+  const std::string key = widen("k"), value = c.widenValue ? widen("v") : "v";
+  Json sdpa = Json::array({named("query", tensor("q")), named("key", tensor(key)), named("value", tensor(value))});
+  if (c.dropout != 0.0) sdpa.push_back(named("dropout_p", Json{{"as_float", c.dropout}}));
+  sdpa.push_back(named("scale", Json{{"as_float", 0.25}}, 2));
+  nodes.push_back(node("torch.ops.aten.scaled_dot_product_attention.default", sdpa, "out"));
+  Json j = test::programJson(nodes, {"q", "k", "v"}, "out");
+  auto& tv = j["graph_module"]["graph"]["tensor_values"];
+  tv["q"] = tv["out"] = meta(Json::array({b, i(4), i(5), i(8)}));
+  for (const char* x : {"k", "v"}) {
+    const std::string s = x;
+    tv[s] = meta(Json::array({b, i(2), i(5), i(8)}));
+    // Dimension 1 tiles: the expand's groups then sit before the heads.
+    tv[s + "_u"] = c.unsqueezeDim == 2 ? meta(Json::array({b, i(2), i(1), i(5), i(8)}))
+                                       : meta(Json::array({b, i(1), i(2), i(5), i(8)}));
+    tv[s + "_e"] = meta(Json::array({b, i(2), i(2), i(5), i(8)}));
+    tv[s + "_w"] = meta(Json::array({b, i(4), i(5), i(8)}));
+  }
+  if (c.keepWideKey) {
+    j["graph_module"]["graph"]["outputs"].push_back(tensor("k_w"));
+    j["graph_module"]["signature"]["output_specs"].push_back(Json{{"user_output", {{"arg", tensor("k_w")}}}});
+  }
+  return pt2::parseProgram(j);
+}
+
+TEST_CASE("attention reads the narrow key and value with enable_gqa; the widening goes", "[passes]") {
+  auto normalize = [](ir::Program& p) {
+    passes::PassManager pm;
+    passes::addNormalizePipeline(pm, {.verifyEach = true});
+    pm.run(p);
+  };
+  auto input = [](const ir::Node& n, const std::string& name) -> const ir::Argument* {
+    for (const auto& in : n.inputs)
+      if (in.name == name) return &in.arg;
+    return nullptr;
+  };
+  ir::Program p = gqaProgram({});
+  normalize(p);
+  REQUIRE(p.graph.nodes.size() == 1);
+  const ir::Node& sdpa = *p.graph.nodes[0];
+  CHECK(sdpa.target == passes::kAttentionTarget);
+  CHECK(input(sdpa, "key")->value()->name == "k");
+  CHECK(input(sdpa, "value")->value()->name == "v");
+  REQUIRE(input(sdpa, "enable_gqa"));
+  CHECK(input(sdpa, "enable_gqa")->asBool());
+  CHECK(sdpa.inputs.back().kind == 2);  // keyword-only in the schema
+  CHECK(input(sdpa, "scale")->asFloat() == 0.25);
+  const Json written = pt2::serializeProgram(p);
+  CHECK(pt2::serializeProgram(pt2::parseProgram(written)) == written);
+
+  // Still read elsewhere, the widening stays; the attention call is narrowed all the same.
+  ir::Program kept = gqaProgram({.keepWideKey = true});
+  normalize(kept);
+  CHECK(kept.graph.nodes.size() == 4);
+  CHECK(input(*kept.graph.nodes.back(), "key")->value()->name == "k");
+
+  // Each of these computes something enable_gqa does not, or draws its
+  // random mask elsewhere: left as exported.
+  for (GqaCase c : {GqaCase{.unsqueezeDim = 1}, GqaCase{.widenValue = false}, GqaCase{.dropout = 0.1}}) {
+    CAPTURE(c.unsqueezeDim, c.widenValue, c.dropout);
+    ir::Program q = gqaProgram(c);
+    CHECK(passes::useGroupedQueryAttention(q) == 0);
+    CHECK(input(*q.graph.nodes.back(), "key")->value()->name == "k_w");
+    CHECK_FALSE(input(*q.graph.nodes.back(), "enable_gqa"));
+  }
+}
+
+TEST_CASE("the GQA fixture's attention calls read its KV caches in place", "[passes]") {
+  pt2::Package pkg = pt2::readPackage(test::sourcePath("testdata/generate/qwen2_kv.pt2"));
+  size_t widened = 0, layers = 0;
+  for (const auto& n : pkg.program.graph.nodes) {
+    widened += n->target == "torch.ops.aten.expand.default";
+    layers += n->target == passes::kAttentionTarget;
+  }
+  CHECK(layers == 4);
+  CHECK(passes::useGroupedQueryAttention(pkg.program) == layers);
+  for (const auto& n : pkg.program.graph.nodes) {
+    if (n->target != passes::kAttentionTarget) continue;
+    for (const auto& in : n->inputs)
+      if (in.name == "key" || in.name == "value") CHECK(in.arg.value()->producer->target == "torch.ops.aten.index_copy_.default");
+  }
+  passes::PassManager pm;
+  pm.add(passes::deadCodePass());
+  pm.setVerifyEach(true);
+  pm.run(pkg.program);
+  size_t left = 0;
+  for (const auto& n : pkg.program.graph.nodes) left += n->target == "torch.ops.aten.expand.default";
+  CHECK(left == widened - 2 * layers);  // the key's and the value's of each layer
 }

@@ -40,6 +40,8 @@ struct SymInt {
   // The value, or for an expression the example value export recorded (its
   // integer hint); nullopt when there is none.
   std::optional<int64_t> example() const;
+  // The same size: equal values, or the same expression (hints aside).
+  bool sameAs(const SymInt& o) const { return isExpr == o.isExpr && (isExpr ? expr == o.expr : value == o.value); }
 };
 
 struct Device {

@@ -39,10 +39,6 @@ std::vector<ir::SymInt> withLeading(const ir::SymInt& first, const std::vector<i
 
 const ir::SymInt kOne{false, 1, {}, {}};
 
-bool sameSize(const ir::SymInt& a, const ir::SymInt& b) {
-  return a.isExpr == b.isExpr && (a.isExpr ? a.expr == b.expr : a.value == b.value);
-}
-
 // The map's operands when it can become a loop: its length, N.
 struct LoopCall : MapOperands {
   ir::SymInt length;
@@ -56,7 +52,7 @@ std::optional<LoopCall> loopable(const ir::Node& n) {
   for (ir::Value* x : c.xs) {
     if (!x || !x->meta || x->meta->sizes.empty()) return std::nullopt;
     for (size_t d = 1; d < x->meta->sizes.size(); ++d) if (x->meta->sizes[d].isExpr) return std::nullopt;
-    if (!sameSize(x->meta->sizes[0], c.xs[0]->meta->sizes[0])) return std::nullopt;
+    if (!x->meta->sizes[0].sameAs(c.xs[0]->meta->sizes[0])) return std::nullopt;
   }
   c.length = c.xs[0]->meta->sizes[0];
   for (const auto& o : c.body->outputs) {

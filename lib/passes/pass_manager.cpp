@@ -41,6 +41,7 @@ void addNormalizePipeline(PassManager& pm, const NormalizeOptions& o) {
   pm.add(placeholderOrderPass());
   pm.add(topologicalOrderPass());
   pm.add(dedupeAttributesPass(o.sameConstant, o.constantKey));
+  pm.add(groupedQueryAttentionPass());
   pm.add(deadCodePass());
   if (o.moduleContiguous) pm.add(moduleContiguousPass());
 }

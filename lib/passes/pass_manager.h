@@ -54,6 +54,7 @@ Pass moduleContiguousPass();
 Pass inlineGradRegionsPass();   // passes/inline_grad_regions.h says what it does
 Pass unrollStaticMapsPass();    // passes/unroll_map.h
 Pass mapsAsLoopsPass();         // passes/map_as_loop.h
+Pass groupedQueryAttentionPass();  // passes/grouped_query_attention.h
 
 struct NormalizeOptions {
   bool moduleContiguous = false;
@@ -61,7 +62,9 @@ struct NormalizeOptions {
   SameConstantFn sameConstant;
   ConstantKeyFn constantKey;
 };
-// placeholder-order, topological-order, dedupe-attributes, dead-code[, module-contiguous]
+// placeholder-order, topological-order, dedupe-attributes,
+// grouped-query-attention, dead-code (which drops what the attention calls
+// no longer read)[, module-contiguous]
 void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 
 // What a stage program for LibTorch's NativeRT needs (split
