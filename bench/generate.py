@@ -22,6 +22,12 @@ side, alternating, --rounds times (medians):
   torch      the same exported program looped in PyTorch (ep.module()), 1 thread
   hf         transformers' generate with a static cache, batch B, 2 threads
 
+With --aoti, the two splits are also compiled (pipecut compile, AOTInductor
+packages for the device's kind) and run as pipeline-aoti and unsplit-aoti
+(pipecut-run --stage-format aoti), their tokens checked against the
+TorchScript runs' (the fused kernels round differently: a differing greedy
+token is reported with its prompt and position, not hidden).
+
 With --device cuda:N (scripts/gpu_check.sh) the pipeline's two stages share
 that GPU in one process, and unsplit and hf run on it too (no PyTorch loop).
 
@@ -85,8 +91,10 @@ def prompts(a):
     return [{"id": i, "prompt": [rng.randrange(1, a.vocab) for _ in range(a.prompt_len)]} for i in range(a.prompts)]
 
 
-def run_pipecut(cmds, env_extra=None):
-    """Runs the commands at once (ranks); returns rank 0's JSON report."""
+def run_pipecut(cmds, env_extra=None, check_exit_4=False):
+    """Runs the commands at once (ranks); returns rank 0's JSON report. With
+    check_exit_4, exit 4 (--check-tokens found a differing token) still
+    returns the report, whose "check" says where."""
     procs = []
     for rank, cmd in enumerate(cmds):
         env = dict(os.environ)
@@ -94,9 +102,20 @@ def run_pipecut(cmds, env_extra=None):
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate() for p in procs]
     for p, (o, e) in zip(procs, outs):
-        if p.returncode != 0:
+        if p.returncode != 0 and not (check_exit_4 and p.returncode == 4):
             raise SystemExit(f"pipecut-run failed ({p.returncode}): {e}")
     return json.loads(outs[0][0])
+
+
+def check(report, side):
+    """Stops at a differing token, except between a compiled run and the TorchScript one, where it is reported."""
+    c = report.get("check")
+    if c is None or c.get("ok"):
+        return
+    if side.endswith("-aoti"):
+        print(f"  {side}: tokens differ from the TorchScript unsplit run's: {c}", flush=True)
+        return
+    raise SystemExit(f"{side}: tokens differ from the unsplit run's: {c}")
 
 
 def torch_loop(path, plist, a):
@@ -164,6 +183,8 @@ def main():
     ap.add_argument("--pipecut", default=os.path.join(REPO_ROOT, "build", "tools", "pipecut"))
     ap.add_argument("--pipecut-run", default=os.path.join(REPO_ROOT, "build", "tools", "pipecut-run"))
     ap.add_argument("--keep", help="keep the model and splits here")
+    ap.add_argument("--aoti", action="store_true",
+                    help="also compile both splits (pipecut compile) and run them as AOTInductor packages")
     a = ap.parse_args()
     import torch
 
@@ -193,36 +214,55 @@ def main():
         with open(sp, "w") as f:
             json.dump(spec, f)
         dirs[name] = os.path.join(work, name)
-        subprocess.run([a.pipecut, "split", pt2, "--spec", sp, "-o", dirs[name], "-q", "--format", "torchscript",
-                        "--force"], check=True, capture_output=True)
+        subprocess.run([a.pipecut, "split", pt2, "--spec", sp, "-o", dirs[name], "-q", "--format",
+                        "torchscript,pt2" if a.aoti else "torchscript", "--force"], check=True, capture_output=True)
+        if a.aoti:
+            t0 = time.perf_counter()
+            c = subprocess.run([a.pipecut, "compile", dirs[name], "--device", a.device.split(":")[0], "--python",
+                                sys.executable, "--cache", os.path.join(work, "aoti-cache"), "-q"],
+                               capture_output=True, text=True)
+            if c.returncode != 0:
+                raise SystemExit(f"pipecut compile {dirs[name]} failed ({c.returncode}): {c.stderr}")
+            print(f"compiled {name}: {time.perf_counter() - t0:.1f} s", flush=True)
     common = ["--generate", "--prompts", ppath, "--max-new-tokens", str(a.new_tokens), "--json", "-q", "--threads", "1",
               "--prefill-chunk", str(a.prefill_chunk)]
-    results = {k: [] for k in ("pipeline", "unsplit", "torch", "hf")}
+    sides = ("pipeline", "unsplit", "pipeline-aoti", "unsplit-aoti", "torch", "hf") if a.aoti else \
+        ("pipeline", "unsplit", "torch", "hf")
+    results = {k: [] for k in sides}
     if a.device != "cpu":
         del results["torch"]
         model.to(a.device)
     on_device = ["--devices", a.device] if a.device != "cpu" else []
     reports = {}
     for rnd in range(a.rounds):
-        out_u = os.path.join(work, f"unsplit.{rnd}.jsonl")
-        r = run_pipecut([[a.pipecut_run, dirs["unsplit"], *common, *on_device, "--slots", "1", "--output", out_u,
-                          "--force"]])
-        results["unsplit"].append(r["generated_tokens"] / (r["wall_ms"] / 1000))
-        reports["unsplit"] = r
-        out_p = os.path.join(work, f"pipeline.{rnd}.jsonl")
-        cmd = [a.pipecut_run, dirs["pipeline"], *common, *on_device, "--slots", str(a.slots), "--check-tokens", out_u]
-        if a.device == "cpu":
-            port = free_port()
-            env = [{"RANK": str(k), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": str(port)} for k in range(2)]
-            cmd += ["--backend", "gloo", "--timeout", "600"]
-            r = run_pipecut([cmd + ["--output", out_p, "--force"], cmd], env)
-        else:
-            r = run_pipecut([cmd + ["--output", out_p, "--force"]])
-        if not r.get("check", {}).get("ok"):
-            raise SystemExit(f"the pipeline's tokens differ from the unsplit run's: {r.get('check')}")
-        results["pipeline"].append(r["generated_tokens"] / (r["wall_ms"] / 1000))
-        reports["pipeline"] = r
+        for fmt in (("torchscript", "aoti") if a.aoti else ("torchscript",)):
+            sfx = "-aoti" if fmt == "aoti" else ""
+            staged = ["--stage-format", fmt] if fmt == "aoti" else []
+            out_u = os.path.join(work, f"unsplit{sfx}.{rnd}.jsonl")
+            # The compiled runs are checked against the TorchScript unsplit run's tokens.
+            ref_u = os.path.join(work, f"unsplit.{rnd}.jsonl")
+            cmd = [a.pipecut_run, dirs["unsplit"], *common, *staged, *on_device, "--slots", "1", "--output", out_u,
+                   "--force"]
+            if fmt == "aoti":
+                cmd += ["--check-tokens", ref_u]
+            r = run_pipecut([cmd], check_exit_4=True)
+            check(r, "unsplit" + sfx)
+            results["unsplit" + sfx].append(r["generated_tokens"] / (r["wall_ms"] / 1000))
+            reports["unsplit" + sfx] = r
+            out_p = os.path.join(work, f"pipeline{sfx}.{rnd}.jsonl")
+            cmd = [a.pipecut_run, dirs["pipeline"], *common, *staged, *on_device, "--slots", str(a.slots),
+                   "--check-tokens", ref_u]
+            if a.device == "cpu":
+                port = free_port()
+                env = [{"RANK": str(k), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(port)} for k in range(2)]
+                cmd += ["--backend", "gloo", "--timeout", "600"]
+                r = run_pipecut([cmd + ["--output", out_p, "--force"], cmd], env, check_exit_4=True)
+            else:
+                r = run_pipecut([cmd + ["--output", out_p, "--force"]], check_exit_4=True)
+            check(r, "pipeline" + sfx)
+            results["pipeline" + sfx].append(r["generated_tokens"] / (r["wall_ms"] / 1000))
+            reports["pipeline" + sfx] = r
         if a.device == "cpu":
             n, s = torch_loop(pt2, plist, a)
             results["torch"].append(n / s)
@@ -233,14 +273,23 @@ def main():
     print("\nmedians (generated tokens per second):")
     for k, v in med.items():
         print(f"  {k:9s} {v:8.1f}")
-    for k in ("pipeline", "unsplit"):
+    for k in [k for k in sides if k in reports]:
         r = reports[k]
         print(f"  {k}: TTFT p50 {r['ttft_ms']['p50']:.1f} ms, inter-token p50 {r['inter_token_ms']['p50']:.1f} ms, "
               f"bubble {r['bubble']['measured']:.3f}, prefill {r['prefill_tokens_per_s']:.1f} tok/s")
+    # The rounds' own ratios: on a shared machine a round's sides see the
+    # same neighbours more nearly than the medians of separate rounds do.
+    per_round = lambda a_, b_: ", ".join(f"{x / y:.2f}" for x, y in zip(results[a_], results[b_]))
+    print(f"rounds' ratios: pipeline / unsplit {per_round('pipeline', 'unsplit')}; pipeline / hf {per_round('pipeline', 'hf')}"
+          + (f"; pipeline-aoti / hf {per_round('pipeline-aoti', 'hf')}" if a.aoti else ""))
     g1 = med["pipeline"] / med["unsplit"]
     g2 = med["pipeline"] / med["hf"]
     print(f"\npipeline / unsplit (pipecut-run, 1 thread): {g1:.2f}x (goal >= 1.7x) {'MET' if g1 >= 1.7 else 'NOT MET'}")
     print(f"pipeline / transformers generate (2 threads): {g2:.2f}x (goal >= 1.5x) {'MET' if g2 >= 1.5 else 'NOT MET'}")
+    if a.aoti:
+        print(f"pipeline-aoti / unsplit-aoti: {med['pipeline-aoti'] / med['unsplit-aoti']:.2f}x, "
+              f"pipeline-aoti / transformers generate: {med['pipeline-aoti'] / med['hf']:.2f}x, "
+              f"pipeline-aoti / pipeline: {med['pipeline-aoti'] / med['pipeline']:.2f}x")
     if "torch" in med:
         print(f"pipeline / PyTorch loop of the exported program (1 thread): {med['pipeline'] / med['torch']:.2f}x")
     if not a.keep:
