@@ -122,6 +122,42 @@ def constants_as_buffers(ep):
             specs[i] = InputSpec(kind=InputKind.BUFFER, arg=s.arg, target=s.target, persistent=False)
 
 
+def widen_masked_grouped_attention(ep):
+    """On CUDA, an attention call with a mask and enable_gqa (pipecut's
+    grouped-query-attention pass gives the narrow key and value) gets them
+    widened again by repeat_interleave(x, Hq / Hkv, -3), enable_gqa's own
+    definition: flash attention takes no mask and the memory-efficient
+    kernel may refuse unequal heads, which would leave the unfused math
+    kernel where the exported call ran fused (runtime/attention_kernels.h
+    does the same for TorchScript stages). Returns how many it widened."""
+    import torch
+
+    sdpa = torch.ops.aten.scaled_dot_product_attention.default
+    count = 0
+    for node in list(ep.graph.nodes):
+        if node.op != "call_function" or node.target is not sdpa or not node.kwargs.get("enable_gqa"):
+            continue
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        if mask is None:
+            continue
+        query = node.args[0].meta["val"]
+        args = list(node.args)
+        with ep.graph.inserting_before(node):
+            for i in (1, 2):
+                x = args[i]
+                groups = query.shape[-3] // x.meta["val"].shape[-3]
+                wide = ep.graph.call_function(torch.ops.aten.repeat_interleave.self_int, (x, groups), {"dim": -3})
+                with x.meta["val"].fake_mode:
+                    wide.meta["val"] = torch.ops.aten.repeat_interleave.self_int(x.meta["val"], groups, dim=-3)
+                args[i] = wide
+        node.args = tuple(args)
+        node.kwargs = {**node.kwargs, "enable_gqa": False}
+        count += 1
+    if count:
+        ep.graph_module.recompile()
+    return count
+
+
 def compile_stage(req):
     import torch
 
@@ -138,6 +174,7 @@ def compile_stage(req):
         # compare their device kwarg with the example inputs' cuda:0 exactly.
         device = "cuda:0"
         ep = move_to_device_pass(ep, device)
+        widen_masked_grouped_attention(ep)
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
     options = dict(req.get("options") or {})
@@ -193,4 +230,5 @@ def main():
     print(json.dumps(answer), flush=True)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,7 @@
 #include "emit/dtypes.h"
 #include "emit/libtorch_version.h"
 #include "runtime/aoti_package.h"
+#include "runtime/attention_kernels.h"
 #include "runtime/inputs.h"
 
 #include "runtime/stage_failure.h"
@@ -154,6 +155,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
     } else if (f == StageFormat::TorchScript) {
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
+      if (!device.is_cpu()) widenMaskedGroupedAttention(*p.module_);  // runtime/attention_kernels.h says why
     } else {
       // The archive's one program is "model" (models/model.json).
       p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");
