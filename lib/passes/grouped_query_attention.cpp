@@ -20,7 +20,7 @@ const ir::NamedArgument* findInput(const ir::Node& n, std::string_view name) {
   return findInput(const_cast<ir::Node&>(n), name);
 }
 
-// The tensor input `name` of `n`'s producer when that producer is `target`.
+// The node that made `v`, when it is a call of `target`.
 const ir::Node* producerOf(const ir::Value* v, std::string_view target) {
   return v && v->producer && v->producer->target == target ? v->producer : nullptr;
 }
