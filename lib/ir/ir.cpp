@@ -211,6 +211,21 @@ const std::string& Argument::asString() const {
   return literal.get_ref<const std::string&>();
 }
 
+NamedArgument* Node::input(std::string_view name) {
+  for (auto& in : inputs)
+    if (in.name == name) return &in;
+  return nullptr;
+}
+
+const NamedArgument* Node::input(std::string_view name) const {
+  return const_cast<Node*>(this)->input(name);
+}
+
+Value* Node::tensorInput(std::string_view name) const {
+  const NamedArgument* a = input(name);
+  return a && a->arg.tag == ArgTag::Tensor ? a->arg.value() : nullptr;
+}
+
 std::string Node::opName() const {
   constexpr std::string_view prefix = "torch.ops.";
   if (target.rfind(prefix, 0) == 0) return target.substr(prefix.size());

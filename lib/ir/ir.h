@@ -315,6 +315,12 @@ struct Node {
   std::string opName() const;        // target without the "torch.ops." prefix
   std::string label() const;         // name, else first output's name, else target
   const std::string& modulePath() const;  // innermost module FQN ("" when none)
+  // The input passed for the schema argument `name`, or nullptr when the
+  // call left it to its default (export omits defaulted arguments).
+  NamedArgument* input(std::string_view name);
+  const NamedArgument* input(std::string_view name) const;
+  // The tensor passed for `name`; nullptr when absent or not one tensor.
+  Value* tensorInput(std::string_view name) const;
   template <class F> void forEachInputValue(F&& f) const {
     for (const auto& in : inputs) in.arg.forEachValue(f);
   }

@@ -31,23 +31,16 @@ double product(const std::vector<int64_t>& s, size_t from = 0) {
   return p;
 }
 
-const ir::Value* tensorInput(const ir::Node& n, std::string_view name) {
-  for (const auto& in : n.inputs)
-    if (in.name == name && in.arg.isValue() && in.arg.value()->kind == ir::ValueKind::Tensor) return in.arg.value();
-  return nullptr;
-}
-
 // The first input tensor among `names` that is present.
 const ir::Value* firstTensor(const ir::Node& n, std::initializer_list<std::string_view> names) {
   for (auto name : names)
-    if (const ir::Value* v = tensorInput(n, name)) return v;
+    if (const ir::Value* v = n.tensorInput(name)) return v;
   return nullptr;
 }
 
 bool boolInput(const ir::Node& n, std::string_view name) {
-  for (const auto& in : n.inputs)
-    if (in.name == name && in.arg.tag == ir::ArgTag::Bool) return in.arg.asBool();
-  return false;
+  const ir::NamedArgument* a = n.input(name);
+  return a && a->arg.tag == ir::ArgTag::Bool && a->arg.asBool();
 }
 
 double outputNumel(const ir::Node& n) {

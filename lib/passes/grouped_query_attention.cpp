@@ -10,16 +10,6 @@ namespace pipecut::passes {
 
 namespace {
 
-ir::NamedArgument* findInput(ir::Node& n, std::string_view name) {
-  for (auto& in : n.inputs)
-    if (in.name == name) return &in;
-  return nullptr;
-}
-
-const ir::NamedArgument* findInput(const ir::Node& n, std::string_view name) {
-  return findInput(const_cast<ir::Node&>(n), name);
-}
-
 // The node that made `v`, when it is a call of `target`.
 const ir::Node* producerOf(const ir::Value* v, std::string_view target) {
   return v && v->producer && v->producer->target == target ? v->producer : nullptr;
@@ -30,14 +20,9 @@ const std::vector<ir::SymInt>* sizesOf(const ir::Value* v, size_t rank) {
 }
 
 std::optional<int64_t> intInput(const ir::Node& n, std::string_view name) {
-  const ir::NamedArgument* a = findInput(n, name);
+  const ir::NamedArgument* a = n.input(name);
   if (!a || a->arg.tag != ir::ArgTag::Int || !a->arg.literal.is_number_integer()) return std::nullopt;
   return a->arg.literal.get<int64_t>();
-}
-
-ir::Value* tensorInput(const ir::Node& n, std::string_view name) {
-  const ir::NamedArgument* a = findInput(n, name);
-  return a && a->arg.tag == ir::ArgTag::Tensor ? a->arg.value() : nullptr;
 }
 
 // `wide` as unsqueeze(narrow, 2) -> expand to [b, h, groups, s, d] ->
@@ -54,17 +39,17 @@ std::optional<Widening> widening(const ir::Value* wide) {
   const ir::Node* reshape = producerOf(wide, "torch.ops.aten.reshape.default");
   if (!reshape) reshape = producerOf(wide, "torch.ops.aten.view.default");
   if (!reshape) return std::nullopt;
-  const ir::Value* expanded = tensorInput(*reshape, "self");
+  const ir::Value* expanded = reshape->tensorInput("self");
   const ir::Node* expand = producerOf(expanded, "torch.ops.aten.expand.default");
   if (!expand) return std::nullopt;
-  const ir::Node* unsqueeze = producerOf(tensorInput(*expand, "self"), "torch.ops.aten.unsqueeze.default");
+  const ir::Node* unsqueeze = producerOf(expand->tensorInput("self"), "torch.ops.aten.unsqueeze.default");
   if (!unsqueeze) return std::nullopt;
   // Dimension 2 of the 5-d result (-3 counts from its end): a new axis after
   // the heads, so each head is repeated in place (dimension 1 would tile
   // the heads instead).
   std::optional<int64_t> dim = intInput(*unsqueeze, "dim");
   if (!dim || (*dim != 2 && *dim != -3)) return std::nullopt;
-  ir::Value* narrow = tensorInput(*unsqueeze, "self");
+  ir::Value* narrow = unsqueeze->tensorInput("self");
   const auto* x = sizesOf(narrow, 4);
   const auto* e = sizesOf(expanded, 5);
   const auto* w = sizesOf(wide, 4);
@@ -82,21 +67,21 @@ std::optional<Widening> widening(const ir::Value* wide) {
 
 bool narrowAttention(ir::Node& n) {
   if (n.target != kAttentionTarget) return false;
-  ir::NamedArgument* key = findInput(n, "key");
-  ir::NamedArgument* value = findInput(n, "value");
+  ir::NamedArgument* key = n.input("key");
+  ir::NamedArgument* value = n.input("value");
   if (!key || !value || key->arg.tag != ir::ArgTag::Tensor || value->arg.tag != ir::ArgTag::Tensor) return false;
-  if (const ir::NamedArgument* dropout = findInput(n, "dropout_p")) {
+  if (const ir::NamedArgument* dropout = n.input("dropout_p")) {
     const ir::Json& p = dropout->arg.literal;
     if (dropout->arg.tag != ir::ArgTag::Float || !p.is_number() || p.get<double>() != 0.0) return false;
   }
-  const auto* q = sizesOf(tensorInput(n, "query"), 4);
+  const auto* q = sizesOf(n.tensorInput("query"), 4);
   std::optional<Widening> k = widening(key->arg.value()), v = widening(value->arg.value());
   if (!q || !k || !v || k->heads != v->heads || k->groups != v->groups) return false;
   if ((*q)[1].isExpr || (*q)[1].value != k->heads * k->groups) return false;
   key->arg = ir::Argument::tensor(k->narrow);
   value->arg = ir::Argument::tensor(v->narrow);
   ir::Argument on = ir::Argument::literalOf(ir::ArgTag::Bool, true);
-  if (ir::NamedArgument* gqa = findInput(n, "enable_gqa")) gqa->arg = std::move(on);
+  if (ir::NamedArgument* gqa = n.input("enable_gqa")) gqa->arg = std::move(on);
   else n.inputs.emplace_back("enable_gqa", std::move(on), 2);
   return true;
 }
