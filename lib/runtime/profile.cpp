@@ -25,6 +25,7 @@
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "runtime/rank_session.h"
+#include "runtime/stage_program.h"
 #include "support/error.h"
 
 namespace pipecut::runtime {
@@ -283,6 +284,13 @@ ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePa
     if (in.source.kind != ValueSource::Kind::UserInput) internalError(o.session.dir, "a one-stage split reads another stage");
     args.emplace_back(inputs.at(in.source.userInput).to(device));
   }
+  // State (a KV cache) comes last, as the emitter takes it: fresh tensors at
+  // the manifest's initial values, updated in place by every run below as a
+  // decode step updates its cache. Each run writes the same values at the
+  // same positions, so the runs stay comparable bit for bit.
+  std::vector<at::Tensor> initial = stateAttributes(pm.module, stage, path);
+  for (size_t k = 0; k < initial.size(); ++k)
+    args.emplace_back(stage.state[k].initial == "zeros" ? at::zeros_like(initial[k]) : initial[k].clone());
   std::vector<c10::IValue> forwardArgs(args.begin() + 1, args.end());
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());

@@ -174,24 +174,30 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
   }
   p.stateful_ = !st.state.empty();
   if (p.aoti_ && p.stateful_) packageState(st, p.aoti_->metadata(), device, path, p.initialState_, p.zeros_);
-  if (p.module_)
-    for (size_t k = 0; k < st.state.size(); ++k) {
-      // The initial value: the module's attribute at the state's FQN.
-      const std::string& fqn = st.state[k].name;
-      torch::jit::Module owner = *p.module_;
-      size_t start = 0;
-      for (size_t dot; (dot = fqn.find('.', start)) != std::string::npos; start = dot + 1) {
-        std::string part = fqn.substr(start, dot - start);
-        if (!owner.hasattr(part)) throw Error(ErrorKind::InvalidInput, path, "state[" + std::to_string(k) + "]", "the module holds no '" + fqn + "'");
-        owner = owner.attr(part).toModule();
-      }
-      std::string leaf = fqn.substr(start);
-      if (!owner.hasattr(leaf) || !owner.attr(leaf).isTensor())
-        throw Error(ErrorKind::InvalidInput, path, "state[" + std::to_string(k) + "]", "the module holds no tensor '" + fqn + "'");
-      p.initialState_.push_back(owner.attr(leaf).toTensor());
-      p.zeros_.push_back(st.state[k].initial == "zeros");
-    }
+  if (p.module_) {
+    p.initialState_ = stateAttributes(*p.module_, st, path);
+    for (const StageState& ss : st.state) p.zeros_.push_back(ss.initial == "zeros");
+  }
   return p;
+}
+
+std::vector<at::Tensor> stateAttributes(const torch::jit::Module& m, const Stage& st, const std::string& path) {
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < st.state.size(); ++k) {
+    const std::string& fqn = st.state[k].name;
+    torch::jit::Module owner = m;
+    size_t start = 0;
+    for (size_t dot; (dot = fqn.find('.', start)) != std::string::npos; start = dot + 1) {
+      std::string part = fqn.substr(start, dot - start);
+      if (!owner.hasattr(part)) throw Error(ErrorKind::InvalidInput, path, "state[" + std::to_string(k) + "]", "the module holds no '" + fqn + "'");
+      owner = owner.attr(part).toModule();
+    }
+    std::string leaf = fqn.substr(start);
+    if (!owner.hasattr(leaf) || !owner.attr(leaf).isTensor())
+      throw Error(ErrorKind::InvalidInput, path, "state[" + std::to_string(k) + "]", "the module holds no tensor '" + fqn + "'");
+    out.push_back(owner.attr(leaf).toTensor());
+  }
+  return out;
 }
 
 std::vector<at::Tensor> StageProgram::newState() const {

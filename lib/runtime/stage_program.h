@@ -106,4 +106,10 @@ class StageProgram {
   std::vector<at::Tensor> ownState_;      // what forward(args) passes: made on first use
 };
 
+// A TorchScript stage's state attributes (the manifest's Stage::state, in
+// its order): the module's tensors at the state's FQNs, themselves, not
+// copies. Throws Error (InvalidInput) naming `path` and the state entry when
+// the module lacks one.
+std::vector<at::Tensor> stateAttributes(const torch::jit::Module& m, const Stage& st, const std::string& path);
+
 }  // namespace pipecut::runtime
