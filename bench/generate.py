@@ -15,7 +15,8 @@ operator overhead and memory stalls). Workload: --prompts prompts of
 --prompt-len tokens, --new-tokens generated each, greedy. Measured side by
 side, alternating, --rounds times (medians):
 
-  pipeline   pipecut split into 2 stages (cut before layer --cut), pipecut-run
+  pipeline   pipecut split into 2 stages (--stages 2 --balance flops, as a
+             user would; --cut N: before layer N instead), pipecut-run
              --generate on 2 processes over Gloo, --threads 1 each, --slots K
   unsplit    the one-stage split, pipecut-run --generate in one process,
              --threads 1, one slot: the same program looped
@@ -175,7 +176,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--prefill-chunk", type=int, default=4, help="prompt tokens per step (pipecut-run --prefill-chunk)")
-    ap.add_argument("--cut", type=int, help="the second stage starts at this layer (default: the middle)")
+    ap.add_argument("--cut", type=int,
+                    help="the second stage starts at this layer (default: where --balance flops cuts)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu",
                     help="cpu (the goals' setting), or e.g. cuda:0: both stages on that GPU in one process, "
@@ -204,18 +206,23 @@ def main():
     with open(ppath, "w") as f:
         for p in plist:
             f.write(json.dumps(p) + "\n")
-    # The pipeline's 2 stages cut before layer --cut (default: the middle);
+    # The pipeline's 2 stages balanced by FLOPs, or cut before layer --cut;
     # the unsplit program is the one-stage split.
-    cut = a.cut if a.cut is not None else a.layers // 2
-    splits = {"pipeline": {"split_points": {f"model.model.layers.{cut}": "BEGINNING"}}, "unsplit": {"split_points": {}}}
+    splits = {"pipeline": {"split_points": {f"model.model.layers.{a.cut}": "BEGINNING"}} if a.cut is not None else None,
+              "unsplit": {"split_points": {}}}
     dirs = {}
     for name, spec in splits.items():
         sp = os.path.join(work, name + ".json")
         with open(sp, "w") as f:
             json.dump(spec, f)
         dirs[name] = os.path.join(work, name)
-        subprocess.run([a.pipecut, "split", pt2, "--spec", sp, "-o", dirs[name], "-q", "--format",
-                        "torchscript,pt2" if a.aoti else "torchscript", "--force"], check=True, capture_output=True)
+        how = ["--spec", sp] if spec is not None else ["--stages", "2", "--balance", "flops"]
+        s = subprocess.run([a.pipecut, "split", pt2, *how, "-o", dirs[name], "-q", "--format",
+                            "torchscript,pt2" if a.aoti else "torchscript", "--force"],
+                           check=True, capture_output=True, text=True)
+        if spec is None:
+            report = (s.stdout + s.stderr).splitlines()
+            print(f"{name}: {' '.join(how)}: " + "; ".join(l.strip() for l in report if "imbalance" in l or "spec:" in l))
         if a.aoti:
             t0 = time.perf_counter()
             c = subprocess.run([a.pipecut, "compile", dirs[name], "--device", a.device.split(":")[0], "--python",

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <functional>
 #include <random>
 
@@ -11,6 +13,7 @@
 #include "partition/assign.h"
 #include "partition/balance.h"
 #include "partition/carve.h"
+#include "partition/flops.h"
 #include "partition/min_max.h"
 #include "support/error.h"
 #include "test_util.h"
@@ -19,11 +22,12 @@ using namespace pipecut;
 
 namespace {
 
-// Every way to cut K units into P ranges: the least heaviest range, then the
-// least cut weight, then the lexicographically smallest cuts.
-partition::Partition bruteForce(size_t K, size_t P, const partition::RangeCost& cost, const std::vector<double>& w) {
-  partition::Partition best;
-  bool have = false;
+// Every way to cut K units into P ranges: the least heaviest range, then,
+// among those within it times 1 + slack, the least cut weight, then the
+// lexicographically smallest cuts.
+partition::Partition bruteForce(size_t K, size_t P, const partition::RangeCost& cost, const std::vector<double>& w,
+                                double slack = 0) {
+  std::vector<partition::Partition> all;
   std::vector<size_t> cuts;
   std::function<void(size_t)> rec = [&](size_t from) {
     if (cuts.size() == P - 1) {
@@ -34,10 +38,7 @@ partition::Partition bruteForce(size_t K, size_t P, const partition::RangeCost& 
         weight += w[c];
         a = c;
       }
-      mx = std::max(mx, cost(a, K));
-      bool better = !have || mx < best.maxCost || (mx == best.maxCost && weight < best.cutWeight) ||
-                    (mx == best.maxCost && weight == best.cutWeight && cuts < best.cuts);
-      if (better) best = {cuts, mx, weight}, have = true;
+      all.push_back({cuts, std::max(mx, cost(a, K)), weight});
       return;
     }
     for (size_t c = from; c < K; ++c) {
@@ -47,7 +48,14 @@ partition::Partition bruteForce(size_t K, size_t P, const partition::RangeCost& 
     }
   };
   rec(1);
-  return best;
+  double opt = all.front().maxCost;
+  for (const auto& p : all) opt = std::min(opt, p.maxCost);
+  const partition::Partition* best = nullptr;
+  for (const auto& p : all) {
+    if (p.maxCost > opt * (1 + slack)) continue;
+    if (!best || p.cutWeight < best->cutWeight || (p.cutWeight == best->cutWeight && p.cuts < best->cuts)) best = &p;
+  }
+  return *best;
 }
 
 void requireSame(const partition::Partition& got, const partition::Partition& want) {
@@ -77,8 +85,11 @@ TEST_CASE("the min-max partitioner finds what brute force finds", "[balance]") {
       if (tied && ((t1 >= a && t1 < b) || (t2 >= a && t2 < b))) s += tiedBytes;
       return s;
     };
-    INFO("trial " << trial << " K=" << K << " P=" << P);
-    requireSame(partition::partitionMinMax(K, P, cost, w), bruteForce(K, P, cost, w));
+    // A third of the trials widen the tie to partitions within 25% of the
+    // optimum: the cut weight then decides among unequal heaviest ranges.
+    const double slack = trial % 3 == 2 ? 0.25 : 0;
+    INFO("trial " << trial << " K=" << K << " P=" << P << " slack=" << slack);
+    requireSame(partition::partitionMinMax(K, P, cost, w, slack), bruteForce(K, P, cost, w, slack));
   }
 }
 
@@ -101,8 +112,9 @@ TEST_CASE("the any-cost partitioner finds what brute force finds when ends cost"
       if (b < K) s += edge[b] + (a == 0 ? outputs : 0);
       return s;
     };
-    INFO("trial " << trial << " K=" << K << " P=" << P);
-    requireSame(partition::partitionMinMaxAnyCost(K, P, cost, w), bruteForce(K, P, cost, w));
+    const double slack = trial % 3 == 2 ? 0.25 : 0;
+    INFO("trial " << trial << " K=" << K << " P=" << P << " slack=" << slack);
+    requireSame(partition::partitionMinMaxAnyCost(K, P, cost, w, slack), bruteForce(K, P, cost, w, slack));
   }
 }
 
@@ -193,6 +205,101 @@ TEST_CASE("balancing: params is optimal over every pair of cut candidates", "[ba
   for (const char* m : {"model.layers.0", "model.layers.1", "model.layers.2", "model.layers.3", "model.norm", "lm_head"})
     layers.push_back({m, partition::SplitWhere::Beginning});
   CHECK(heaviest <= bestOver(layers));
+}
+
+TEST_CASE("balancing: flops cuts inside a layer where whole layers leave a stage heavier, sending the least near the optimum", "[balance]") {
+  // Oracles independent of the balancer's ranges: each stage's FLOPs summed
+  // over the nodes assignStages gives it, and the bytes carving sends. Among
+  // every single cut the balancer could name, its pick must be within 0.1%
+  // of the lightest heaviest stage, send the fewest bytes of those that are,
+  // and beat the best cut between whole layers by more than 1% (with 4 layers
+  // and a head, no layer boundary halves the model).
+  for (const char* name : {"llama_tiny", "gpt2_tied"}) {
+    Loaded l = load(name);
+    partition::BalanceResult b = balanced(l, 2, partition::BalanceBy::Flops);
+    INFO(name << ": " << b.spec.canonical);
+    const auto& nodes = l.pkg.program.graph.nodes;
+    auto heaviest = [&](const partition::SplitSpec& spec) {
+      partition::Assignment a = partition::assignStages(l.pkg.program, spec, l.tree);
+      double f[2] = {0, 0};
+      for (size_t i = 0; i < nodes.size(); ++i) f[a.stageOf[i]] += partition::nodeFlops(*nodes[i]);
+      return std::max(f[0], f[1]);
+    };
+    auto sent = [&](const partition::SplitSpec& spec) {
+      partition::CarveOptions co;
+      co.recompute = false;
+      co.programs = false;
+      return partition::carve(l.pkg, partition::assignStages(l.pkg.program, spec, l.tree), co)
+          .manifest.stages[0].boundaryBytesPerSample;
+    };
+    auto specOf = [](const partition::SplitPoint& p) {
+      return partition::parseSplitSpec("{\"split_points\": {\"" + p.module + "\": \"" +
+                                           (p.where == partition::SplitWhere::Beginning ? "BEGINNING" : "END") + "\"}}",
+                                       "t");
+    };
+    std::vector<std::pair<double, uint64_t>> each;  // per candidate: heaviest stage, bytes sent
+    double opt = INFINITY, layers = INFINITY;
+    for (const partition::SplitPoint& c : b.candidates) {
+      partition::SplitSpec spec = specOf(c);
+      each.push_back({heaviest(spec), sent(spec)});
+      opt = std::min(opt, each.back().first);
+      // Between whole layers: no numbered segment with more path after it
+      // ("model.layers.2", "lm_head"; not "model.layers.2.mlp").
+      const std::string m = c.module + ".";
+      bool inside = false;
+      for (size_t at = 0, dot; (dot = m.find('.', at)) != std::string::npos; at = dot + 1)
+        inside |= dot > at && dot + 1 < m.size() &&
+                  std::all_of(m.begin() + at, m.begin() + dot, [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+      if (!inside) layers = std::min(layers, each.back().first);
+    }
+    REQUIRE(b.candidates.size() > 20);  // refined into the layers' children
+    const double got = heaviest(b.spec);
+    CHECK(got == Approx(std::max(b.stages[0].cost, b.stages[1].cost)).epsilon(1e-9));
+    CHECK(got <= opt * 1.001);
+    uint64_t fewest = UINT64_MAX;
+    for (const auto& [h, bytes] : each)
+      if (h <= opt * 1.001) fewest = std::min(fewest, bytes);
+    CHECK(sent(b.spec) == fewest);
+    REQUIRE(layers < INFINITY);
+    CHECK(got < layers * 0.99);
+  }
+}
+
+TEST_CASE("balancing: flops trades a thousandth of the optimum for fewer bytes crossing the cuts", "[balance]") {
+  // llama_dynamic into 4: the exact optimum cuts after three MLPs (the
+  // residual and the MLP's output cross each cut); within 0.1% of it, cuts
+  // before whole layers send the residual alone. Bytes as carving sends them.
+  Loaded l = load("llama_dynamic");
+  partition::BalanceRequest r;
+  r.stages = 4;
+  r.by = partition::BalanceBy::Flops;
+  partition::BalanceResult loose = partition::balance(l.pkg, l.tree, r);
+  r.slack = 0;
+  partition::BalanceResult exact = partition::balance(l.pkg, l.tree, r);
+  INFO("exact " << exact.spec.canonical << ", within 0.1% " << loose.spec.canonical);
+  auto heaviest = [](const partition::BalanceResult& b) {
+    double h = 0;
+    for (const auto& s : b.stages) h = std::max(h, s.cost);
+    return h;
+  };
+  auto sent = [&](const partition::SplitSpec& spec) {
+    partition::CarveOptions co;
+    co.recompute = false;
+    co.programs = false;
+    uint64_t total = 0;
+    for (const auto& st : partition::carve(l.pkg, partition::assignStages(l.pkg.program, spec, l.tree), co).manifest.stages)
+      total += st.boundaryBytesPerSample;
+    return total;
+  };
+  CHECK(heaviest(loose) >= heaviest(exact));
+  CHECK(heaviest(loose) <= heaviest(exact) * 1.001);
+  CHECK(sent(loose.spec) < sent(exact.spec));
+  // Params are exact bytes: no slack unless asked.
+  partition::BalanceRequest p;
+  p.stages = 4;
+  partition::BalanceResult params = partition::balance(l.pkg, l.tree, p);
+  p.slack = 0;
+  CHECK(partition::balance(l.pkg, l.tree, p).spec.canonical == params.spec.canonical);
 }
 
 TEST_CASE("balancing: flops counts matmuls from the shapes", "[balance]") {

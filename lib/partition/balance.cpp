@@ -393,6 +393,12 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
 
   // Units are the node ranges between candidate positions.
   std::vector<uint64_t> live = liveBytes(g);
+  // FLOPs and measured times are estimates: a cut within 0.1% of the lightest
+  // heaviest stage that sends fewer bytes is the better one (a residual add
+  // left on the other side of a cut inside a layer doubles what crosses it,
+  // for a thousandth of a layer's FLOPs). Bytes of parameters are exact.
+  const double slack = r.slack.value_or(r.by == BalanceBy::Params ? 0 : 1e-3);
+  if (!(slack >= 0)) internalError("--balance", "a negative slack");
   struct Plan {
     std::vector<Candidate> cands;
     std::vector<size_t> start;  // node position where each unit starts
@@ -408,18 +414,25 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
     RangeCost unitCost = [&](size_t a, size_t b) { return stageCost(pl.start[a], b < K ? pl.start[b] : n); };
     // Transfer terms charge a range for its ends, so a longer range can cost
     // less: only the exhaustive program is exact then.
-    pl.best = transfers.active() ? partitionMinMaxAnyCost(K, P, unitCost, cutWeight)
-                                 : partitionMinMax(K, P, unitCost, cutWeight);
+    pl.best = transfers.active() ? partitionMinMaxAnyCost(K, P, unitCost, cutWeight, slack)
+                                 : partitionMinMax(K, P, unitCost, cutWeight, slack);
     pl.cands = std::move(cs);
     return pl;
   };
   Plan chosen = plan(std::move(cands));
-  // Units of half a fair stage or more leave the optimum up to half a stage
-  // above fair (few layers per stage, a head worth several layers): their
-  // children are tried too, and kept where they lower the heaviest stage by
-  // more than 1%. Where whole layers balance well, cuts stay between layers.
+  // Cuts land on unit boundaries, so the heaviest stage can sit up to a unit
+  // above fair: units of half a fair stage or more (few layers per stage, a
+  // head worth several layers), and, while the optimum is more than 1% above
+  // fair, every unit heavier than that excess (a layer when whole layers
+  // leave one stage a part of a layer heavier: the head's share of a short
+  // model), are where a finer cut can gain. Their children are tried, and
+  // kept where they lower the heaviest stage by more than 1%; where whole
+  // layers balance within 1%, cuts stay between layers.
   for (;;) {
-    auto next = refine(units, [&](const std::string&, double cost) { return cost > fair / 2; });
+    const double excess = chosen.best.maxCost - fair;
+    auto next = refine(units, [&](const std::string&, double cost) {
+      return cost > fair / 2 || (excess > fair * 0.01 && cost > excess);
+    });
     if (next == units) break;
     Plan finer = plan(candidatesFor(next, spans, n));
     if (!(finer.best.maxCost < chosen.best.maxCost * 0.99)) break;

@@ -13,6 +13,7 @@
 // The partition minimizes the heaviest stage exactly and, among optimal ones,
 // the bytes per sample crossing the cuts (see partition/min_max.h).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +64,11 @@ struct BalanceRequest {
   int stages = 1;
   BalanceBy by = BalanceBy::Params;
   const CostProfile* profile = nullptr;  // BalanceBy::Time
+  // Partitions whose heaviest stage is within the optimum * (1 + slack)
+  // compete on the bytes crossing their cuts (partition/min_max.h). Unset:
+  // 0.1% for flops and time, which are estimates (a cut one residual add
+  // later sends one tensor instead of two); 0 for params, exact bytes.
+  std::optional<double> slack;
 };
 
 // `program` is normalized with module calls contiguous (as split needs).

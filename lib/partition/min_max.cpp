@@ -1,5 +1,6 @@
 #include "partition/min_max.h"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -43,10 +44,10 @@ double optimalMax(size_t K, size_t P, const RangeCost& cost) {
 }
 
 // Reads the cuts out of g (g[s][a]: least cut weight to cut units [a, K) into
-// s ranges within the optimum, kInf where none does) left to right, taking at
+// s ranges within the bound (the optimum, plus any slack), kInf where none does) left to right, taking at
 // each step the first next cut b that attains g[s][a]: among the optimal
 // partitions, the lexicographically smallest cuts. `fits(a, b)`: range [a, b)
-// stays within the optimum (not monotone in b for every cost: a filter).
+// stays within the bound (not monotone in b for every cost: a filter).
 void readCuts(Partition& out, size_t K, size_t P, const std::function<bool(size_t, size_t)>& fits,
               const std::vector<double>& cutWeight, const std::vector<std::vector<double>>& g, const char* who) {
   if (g[P][0] == kInf) internalError(who, "no partition meets the optimum it was computed from");
@@ -65,25 +66,36 @@ void readCuts(Partition& out, size_t K, size_t P, const std::function<bool(size_
   }
 }
 
+// The heaviest range of the partition `cuts` makes.
+double heaviest(const std::vector<size_t>& cuts, size_t K, const RangeCost& cost) {
+  double mx = 0;
+  size_t a = 0;
+  for (size_t c : cuts) {
+    mx = std::max(mx, cost(a, c));
+    a = c;
+  }
+  return std::max(mx, cost(a, K));
+}
+
 }  // namespace
 
-Partition partitionMinMax(size_t K, size_t P, const RangeCost& cost, const std::vector<double>& cutWeight) {
+Partition partitionMinMax(size_t K, size_t P, const RangeCost& cost, const std::vector<double>& cutWeight,
+                          double slack) {
   if (P < 1 || P > K) internalError("partitionMinMax", "needs 1 <= parts <= units");
   if (cutWeight.size() != K) internalError("partitionMinMax", "one cut weight per unit");
   Partition out;
-  out.maxCost = optimalMax(K, P, cost);
-  const double opt = out.maxCost;
+  const double bound = optimalMax(K, P, cost) * (1 + slack);
 
-  // hi[a]: the furthest end b of a range starting at a that stays within opt.
-  // A single unit always does (every partition holds it whole), and hi only
-  // moves right as a does.
+  // hi[a]: the furthest end b of a range starting at a that stays within
+  // the bound. A single unit always does (every partition holds it whole),
+  // and hi only moves right as a does.
   std::vector<size_t> hi(K);
   for (size_t a = 0, b = 1; a < K; ++a) {
     b = std::max(b, a + 1);
-    while (b < K && cost(a, b + 1) <= opt) ++b;
+    while (b < K && cost(a, b + 1) <= bound) ++b;
     hi[a] = b;
   }
-  // g[s][a]: least cut weight to cut units [a, K) into s ranges within opt,
+  // g[s][a]: least cut weight to cut units [a, K) into s ranges within bound,
   // counted from the right so that the cuts can be read left to right and
   // the first minimizer taken at each step (lexicographically smallest).
   std::vector<std::vector<double>> g(P + 1, std::vector<double>(K + 1, kInf));
@@ -105,10 +117,12 @@ Partition partitionMinMax(size_t K, size_t P, const RangeCost& cost, const std::
     }
   }
   readCuts(out, K, P, [&](size_t a, size_t b) { return b <= hi[a]; }, cutWeight, g, "partitionMinMax");
+  out.maxCost = heaviest(out.cuts, K, cost);
   return out;
 }
 
-Partition partitionMinMaxAnyCost(size_t K, size_t P, const RangeCost& cost, const std::vector<double>& cutWeight) {
+Partition partitionMinMaxAnyCost(size_t K, size_t P, const RangeCost& cost, const std::vector<double>& cutWeight,
+                                 double slack) {
   if (P < 1 || P > K) internalError("partitionMinMaxAnyCost", "needs 1 <= parts <= units");
   if (cutWeight.size() != K) internalError("partitionMinMaxAnyCost", "one cut weight per unit");
   // f[b]: the least heaviest range over units [0, b) in s ranges.
@@ -121,18 +135,18 @@ Partition partitionMinMaxAnyCost(size_t K, size_t P, const RangeCost& cost, cons
     std::swap(f, next);
   }
   Partition out;
-  out.maxCost = f[K];
-  const double opt = out.maxCost;
-  // g[s][a]: least cut weight to cut units [a, K) into s ranges within opt,
+  const double bound = f[K] * (1 + slack);
+  // g[s][a]: least cut weight to cut units [a, K) into s ranges within bound,
   // from the right, so that reading left to right with the first minimizer
   // gives the lexicographically smallest cuts (as partitionMinMax does).
   std::vector<std::vector<double>> g(P + 1, std::vector<double>(K + 1, kInf));
-  for (size_t a = 0; a < K; ++a) g[1][a] = cost(a, K) <= opt ? 0 : kInf;
+  for (size_t a = 0; a < K; ++a) g[1][a] = cost(a, K) <= bound ? 0 : kInf;
   for (size_t s = 2; s <= P; ++s)
     for (size_t a = 0; a + s <= K; ++a)
       for (size_t b = a + 1; b + s - 1 <= K; ++b)
-        if (g[s - 1][b] < kInf && cost(a, b) <= opt) g[s][a] = std::min(g[s][a], cutWeight[b] + g[s - 1][b]);
-  readCuts(out, K, P, [&](size_t a, size_t b) { return cost(a, b) <= opt; }, cutWeight, g, "partitionMinMaxAnyCost");
+        if (g[s - 1][b] < kInf && cost(a, b) <= bound) g[s][a] = std::min(g[s][a], cutWeight[b] + g[s - 1][b]);
+  readCuts(out, K, P, [&](size_t a, size_t b) { return cost(a, b) <= bound; }, cutWeight, g, "partitionMinMaxAnyCost");
+  out.maxCost = heaviest(out.cuts, K, cost);
   return out;
 }
 

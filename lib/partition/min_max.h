@@ -23,18 +23,23 @@ struct Partition {
 // `cutWeight[c]` (size K; index 0 unused) is the tie-break weight of cutting
 // before unit c. Requires 1 <= parts <= units. Deterministic: among partitions
 // equal in both objectives, the cuts chosen are the lexicographically smallest.
+// `slack` widens the tie: every partition whose heaviest range is within
+// optimum * (1 + slack) competes on cut weight (for costs that are estimates,
+// where a cut moved past one cheap node can halve the bytes crossing it);
+// maxCost is then the chosen partition's own heaviest range.
 // O(parts * units * log units) cost evaluations for the min-max (the optimal
 // last cut sits where the best prefix cost, non-decreasing in its end, meets
 // the last range's cost, non-increasing in its start), and O(parts * units)
 // for the tie-break (the feasible starts of the last range form a window
 // that only moves right).
-Partition partitionMinMax(size_t units, size_t parts, const RangeCost& cost, const std::vector<double>& cutWeight);
+Partition partitionMinMax(size_t units, size_t parts, const RangeCost& cost, const std::vector<double>& cutWeight,
+                          double slack = 0);
 
 // The same answer for a cost that need not be monotone: one that charges a
 // range for what crosses its ends (the transfer term of --balance time) can
 // fall when a range grows past a heavy boundary. O(parts * units^2) cost
 // evaluations: a dynamic program over every last-range start.
 Partition partitionMinMaxAnyCost(size_t units, size_t parts, const RangeCost& cost,
-                                 const std::vector<double>& cutWeight);
+                                 const std::vector<double>& cutWeight, double slack = 0);
 
 }  // namespace pipecut::partition
