@@ -425,19 +425,24 @@ BalanceResult balance(const pt2::Package& pkg, const ir::ModuleTree& tree, const
   // head worth several layers), and, while the optimum is more than 1% above
   // fair, every unit heavier than that excess (a layer when whole layers
   // leave one stage a part of a layer heavier: the head's share of a short
-  // model), are where a finer cut can gain. Their children are tried, and
-  // kept where they lower the heaviest stage by more than 1%; where whole
-  // layers balance within 1%, cuts stay between layers.
-  for (;;) {
+  // model), are where a finer cut can gain. Their children are tried, level
+  // by level down to single modules (a layer's attention and MLP can both be
+  // too coarse where a projection inside the MLP is not), and a level is
+  // kept where it lowers the heaviest stage by more than 1% below the
+  // coarsest kept; where whole layers balance within 1%, cuts stay between
+  // layers.
+  for (std::vector<std::string> level = units;;) {
     const double excess = chosen.best.maxCost - fair;
-    auto next = refine(units, [&](const std::string&, double cost) {
+    auto next = refine(level, [&](const std::string&, double cost) {
       return cost > fair / 2 || (excess > fair * 0.01 && cost > excess);
     });
-    if (next == units) break;
-    Plan finer = plan(candidatesFor(next, spans, n));
-    if (!(finer.best.maxCost < chosen.best.maxCost * 0.99)) break;
-    units = std::move(next);
-    chosen = std::move(finer);
+    if (next == level) break;
+    level = std::move(next);
+    Plan finer = plan(candidatesFor(level, spans, n));
+    if (finer.best.maxCost < chosen.best.maxCost * 0.99) {
+      units = level;
+      chosen = std::move(finer);
+    }
   }
   const std::vector<Candidate>& cands2 = chosen.cands;
   const std::vector<size_t>& start = chosen.start;
