@@ -85,13 +85,10 @@ def with_state_as_inputs(ep, req, args):
                                               tie_weights=False)
 
     initial = [attribute(module, n).detach().clone() for n in names]
-    dims = {}
-    for name, (lo, hi) in req.get("symbols", {}).items():
-        dims[name] = torch.export.Dim(name, min=lo, max=hi) if hi is not None else torch.export.Dim(name, min=lo)
-    shapes = [{d: dims[sym] for d, sym in enumerate(s.get("dims", [])) if sym} or None for s in req["inputs"]]
-    shapes += [None] * len(names)
+    # Traced from contiguous inputs, as with_contiguous_inputs is.
+    shapes = dynamic_shapes(req, len(names))
     program = torch.export.export(WithState(module), args + tuple(t.clone() for t in initial),
-                                  dynamic_shapes=(tuple(shapes),) if any(shapes) else None, strict=False)
+                                  dynamic_shapes=(shapes,) if shapes else None, strict=False)
     # Functional form: the updates become outputs that the package writes
     # back to the state inputs (the signature's user_inputs_to_mutate).
     program = program.run_decompositions({})
@@ -158,6 +155,58 @@ def widen_masked_grouped_attention(ep):
     return count
 
 
+def strided_user_inputs(ep):
+    """The user inputs whose recorded layout is not known to be contiguous.
+    Asked without guards: is_contiguous() on a symbolic tensor specializes
+    its sizes to the example's."""
+    import torch
+    from torch.export.graph_signature import InputKind
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    def contiguous(t):
+        expected = 1
+        for size, stride in reversed(list(zip(t.shape, t.stride()))):
+            if not statically_known_true(size == 1) and not statically_known_true(stride == expected):
+                return False
+            expected = expected * size
+        return True
+
+    user = {s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
+    return [n.name for n in ep.graph.nodes if n.op == "placeholder" and n.name in user
+            and isinstance(n.meta.get("val"), torch.Tensor) and not contiguous(n.meta["val"])]
+
+
+def dynamic_shapes(req, extra=0):
+    """The stage inputs' symbolic dimensions as torch.export.Dim, from the
+    manifest's symbols, one entry per input (`extra` more without any); None
+    when no input has one."""
+    import torch
+
+    dims = {}
+    for name, (lo, hi) in req.get("symbols", {}).items():
+        dims[name] = torch.export.Dim(name, min=lo, max=hi) if hi is not None else torch.export.Dim(name, min=lo)
+    shapes = [{d: dims[sym] for d, sym in enumerate(s.get("dims", [])) if sym} or None for s in req["inputs"]]
+    shapes += [None] * extra
+    return tuple(shapes) if any(shapes) else None
+
+
+def with_contiguous_inputs(ep, req, args):
+    """The stage re-exported from contiguous example inputs. pipecut-run
+    hands a package contiguous inputs (runtime/stage_program.cpp makes every
+    input so; one from another process arrives so), and AOTInductor compiles
+    for the strides the program's placeholders record, reading its inputs
+    with them unchecked: a stage whose input is a transposed view (a cut
+    inside attention sends the query after its transpose) computed wrong
+    values. Tracing again from contiguous inputs derives every layout from
+    them (the ops are the same; a view on a contiguous tensor is always
+    legal)."""
+    import torch
+
+    program = torch.export.export(ep.module(), args, dynamic_shapes=dynamic_shapes(req), strict=False,
+                                  prefer_deferred_runtime_asserts_over_guards=True)
+    return program.run_decompositions({})
+
+
 def compile_stage(req):
     import torch
 
@@ -185,6 +234,8 @@ def compile_stage(req):
         # The wrapper's parameters are the stage's under "inner.".
         prefix = metadata["pipecut.weights_prefix"] = "inner."
     else:
+        if strided_user_inputs(ep):
+            ep = with_contiguous_inputs(ep, req, args)
         ep.example_inputs = (args, {})
     weightless = (options.get("aot_inductor.package_constants_in_so", True) is False
                   and not options.get("aot_inductor.package_constants_on_disk_format"))
