@@ -3,13 +3,13 @@
 packages (`pipecut compile`, `pipecut-run --stage-format aoti`), and the
 pipeline of packages against the unsplit package, side by side in one run.
 
-    aoti_vs_torchscript.py [--repeat 5] [--iterations 5] [--stages 4] [--layers 8]
+    aoti_vs_torchscript.py [--repeat 5] [--iterations 5] [--stages 4] [--split flops|layers] [--layers 8]
                            [--hidden 512] [--vocab 4096] [--seq 128] [--mb-size 1] [-m 8]
                            [--threads N] [--device cpu|cuda] [--inductor-config JSON]
 
 Model: the bench tiny Llama (random weights, float32, static shapes: the
-micro-batch is the exported batch), split by layers into --stages stages and
-into one (the unsplit program), both compiled by `pipecut compile` (a cache
+micro-batch is the exported batch), split into --stages stages (--split:
+balanced by FLOPs, or by equal runs of layers) and into one (the unsplit program), both compiled by `pipecut compile` (a cache
 in the work directory, so compile times are this run's).
 
 Bubble: 1 - the stages' busy time over stages x wall time (per stage, the
@@ -77,6 +77,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     util.add_model_args(ap, layers=8, hidden=512, seq=128, mb_size=1, microbatches=8)
     ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--split", choices=("flops", "layers"), default="flops",
+                    help="how the pipeline is cut: pipecut split --stages N --balance flops (a user's way; the "
+                         "default), or equal runs of layers (the LM head then weighs on the last stage)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads per pipeline stage (default cores / stages)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--python", help="the Python pipecut compile uses (default: its own search)")
@@ -95,7 +98,8 @@ def main():
         cache = os.path.join(work, "cache")
         whole, split = os.path.join(work, "whole"), os.path.join(work, "split")
         util.split(a.pipecut, pt2, 1, a.layers, whole)
-        util.split(a.pipecut, pt2, a.stages, a.layers, split)
+        spec, _ = util.split(a.pipecut, pt2, a.stages, a.layers, split, balance=None if a.split == "layers" else a.split)
+        print(f"split ({a.split}): {json.dumps(spec['split_points'])}")
         t0 = time.monotonic()
         compiled = compile_splits(a, {"split": split, "whole": whole}, cache)
         print(f"compiled both splits in {time.monotonic() - t0:.0f} s (wall, at once)")

@@ -15,9 +15,11 @@ operator overhead and memory stalls). Workload: --prompts prompts of
 --prompt-len tokens, --new-tokens generated each, greedy. Measured side by
 side, alternating, --rounds times (medians):
 
-  pipeline   pipecut split into 2 stages (--stages 2 --balance flops, as a
-             user would; --cut N: before layer N instead), pipecut-run
-             --generate on 2 processes over Gloo, --threads 1 each, --slots K
+  pipeline   pipecut split into 2 stages as docs/pipecut.md tells a user:
+             --stages 2 --balance time with a profile of the unsplit
+             program's decode step (--balance flops: by FLOPs; --cut N:
+             before layer N), pipecut-run --generate on 2 processes over
+             Gloo, --threads 1 each, --slots K
   unsplit    the one-stage split, pipecut-run --generate in one process,
              --threads 1, one slot: the same program looped
   torch      the same exported program looped in PyTorch (ep.module()), 1 thread
@@ -83,6 +85,23 @@ def export(model, a, path):
     ep = w.export(input_ids=torch.zeros(a.rows, 4, dtype=torch.long), cache_position=torch.arange(4),
                   dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}}, strict=False)
     torch.export.save(ep, path)
+
+
+def profile_decode_step(a, work, unsplit, on_device):
+    """pipecut-run --profile of the unsplit program at a decode step's shapes
+    (one token per row, a cache position mid-sequence): the step the
+    pipeline mostly runs, where the exported example is a prefill chunk."""
+    import torch
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(0)
+    inputs = os.path.join(work, "decode_step.safetensors")
+    save_file({"input.0": torch.randint(1, a.vocab, (a.rows, 1), generator=g),
+               "input.1": torch.tensor([min(a.prompt_len + a.new_tokens // 2, a.cache - 1)])}, inputs)
+    profile = os.path.join(work, "decode_step.profile.json")
+    subprocess.run([a.pipecut_run, unsplit, "--profile", profile, "--inputs", inputs, "--threads", "1", "-q", "--force",
+                    *on_device], check=True, capture_output=True)
+    return profile
 
 
 def prompts(a):
@@ -176,8 +195,9 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--prefill-chunk", type=int, default=4, help="prompt tokens per step (pipecut-run --prefill-chunk)")
-    ap.add_argument("--cut", type=int,
-                    help="the second stage starts at this layer (default: where --balance flops cuts)")
+    ap.add_argument("--balance", choices=("time", "flops"), default="time",
+                    help="how pipecut split cuts the pipeline: time (a profile of the unsplit decode step) or flops")
+    ap.add_argument("--cut", type=int, help="the second stage starts at this layer instead of --balance's cut")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu",
                     help="cpu (the goals' setting), or e.g. cuda:0: both stages on that GPU in one process, "
@@ -188,6 +208,11 @@ def main():
     ap.add_argument("--aoti", action="store_true",
                     help="also compile both splits (pipecut compile) and run them as AOTInductor packages")
     a = ap.parse_args()
+    import warnings
+
+    # torch.export.load warns once per lifted cache tensor on every load of
+    # the PyTorch loop's program: hundreds of lines a round.
+    warnings.filterwarnings("ignore", message="A model attribute .* requires gradient")
     import torch
 
     work = a.keep or tempfile.mkdtemp(prefix="pipecut-bench-generate-")
@@ -206,23 +231,28 @@ def main():
     with open(ppath, "w") as f:
         for p in plist:
             f.write(json.dumps(p) + "\n")
-    # The pipeline's 2 stages balanced by FLOPs, or cut before layer --cut;
-    # the unsplit program is the one-stage split.
-    splits = {"pipeline": {"split_points": {f"model.model.layers.{a.cut}": "BEGINNING"}} if a.cut is not None else None,
-              "unsplit": {"split_points": {}}}
+    # The unsplit program is the one-stage split; the pipeline's 2 stages are
+    # balanced as a user would (docs/pipecut.md): by a profile of the unsplit
+    # program's decode step (--balance time, the default), by FLOPs, or cut
+    # before layer --cut.
+    splits = {"unsplit": {"split_points": {}},
+              "pipeline": {"split_points": {f"model.model.layers.{a.cut}": "BEGINNING"}} if a.cut is not None else None}
+    on_device = ["--devices", a.device] if a.device != "cpu" else []
     dirs = {}
     for name, spec in splits.items():
         sp = os.path.join(work, name + ".json")
         with open(sp, "w") as f:
             json.dump(spec, f)
         dirs[name] = os.path.join(work, name)
-        how = ["--spec", sp] if spec is not None else ["--stages", "2", "--balance", "flops"]
-        s = subprocess.run([a.pipecut, "split", pt2, *how, "-o", dirs[name], "-q", "--format",
-                            "torchscript,pt2" if a.aoti else "torchscript", "--force"],
+        how = ["--spec", sp] if spec is not None else ["--stages", "2", "--balance", a.balance]
+        if spec is None and a.balance == "time":
+            how += ["--cost", profile_decode_step(a, work, dirs["unsplit"], on_device)]
+        formats = "torchscript,pt2" if a.aoti or (name == "unsplit" and a.balance == "time") else "torchscript"
+        s = subprocess.run([a.pipecut, "split", pt2, *how, "-o", dirs[name], "-q", "--format", formats, "--force"],
                            check=True, capture_output=True, text=True)
         if spec is None:
             report = (s.stdout + s.stderr).splitlines()
-            print(f"{name}: {' '.join(how)}: " + "; ".join(l.strip() for l in report if "imbalance" in l or "spec:" in l))
+            print(f"{name}: --balance {a.balance}: " + "; ".join(l.strip() for l in report if "imbalance" in l or "spec:" in l))
         if a.aoti:
             t0 = time.perf_counter()
             c = subprocess.run([a.pipecut, "compile", dirs[name], "--device", a.device.split(":")[0], "--python",
@@ -239,7 +269,6 @@ def main():
     if a.device != "cpu":
         del results["torch"]
         model.to(a.device)
-    on_device = ["--devices", a.device] if a.device != "cpu" else []
     reports = {}
     for rnd in range(a.rounds):
         for fmt in (("torchscript", "aoti") if a.aoti else ("torchscript",)):

@@ -93,17 +93,22 @@ def layer_spec(layers, stages):
     return {"split_points": {f"model.layers.{per * k - 1}": "END" for k in range(1, stages)}}
 
 
-def split(pipecut, pt2, stages, layers, out_dir, extra=()):
-    spec = layer_spec(layers, stages)
-    spec_path = out_dir + ".spec.json"
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
+def split(pipecut, pt2, stages, layers, out_dir, extra=(), balance=None):
+    """Equal runs of decoder layers, or with `balance` ("flops", "params")
+    pipecut split --stages N --balance that; returns the spec and the manifest."""
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
-    subprocess.run([pipecut, "split", pt2, "--spec", spec_path, "-o", out_dir, *extra], check=True,
-                   stdout=subprocess.DEVNULL)
+    if balance and stages > 1:
+        how = ["--stages", str(stages), "--balance", balance]
+    else:
+        spec_path = out_dir + ".spec.json"
+        with open(spec_path, "w") as f:
+            json.dump(layer_spec(layers, stages), f)
+        how = ["--spec", spec_path]
+    subprocess.run([pipecut, "split", pt2, *how, "-o", out_dir, *extra], check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(out_dir, "manifest.json")) as f:
         manifest = json.load(f)
+    spec = json.loads(manifest["split_spec"]) if balance and stages > 1 else layer_spec(layers, stages)
     if len(manifest["stages"]) != stages:
         raise SystemExit(f"{out_dir}: expected {stages} stages, manifest has {len(manifest['stages'])}")
     return spec, manifest
