@@ -44,9 +44,10 @@ double optimalMax(size_t K, size_t P, const RangeCost& cost) {
 }
 
 // Reads the cuts out of g (g[s][a]: least cut weight to cut units [a, K) into
-// s ranges within the bound (the optimum, plus any slack), kInf where none does) left to right, taking at
-// each step the first next cut b that attains g[s][a]: among the optimal
-// partitions, the lexicographically smallest cuts. `fits(a, b)`: range [a, b)
+// s ranges within the bound, the optimum plus any slack; kInf where none
+// does) left to right, taking at each step the first next cut b that
+// attains g[s][a]: among the partitions within the bound, the
+// lexicographically smallest cuts. `fits(a, b)`: range [a, b)
 // stays within the bound (not monotone in b for every cost: a filter).
 void readCuts(Partition& out, size_t K, size_t P, const std::function<bool(size_t, size_t)>& fits,
               const std::vector<double>& cutWeight, const std::vector<std::vector<double>>& g, const char* who) {
