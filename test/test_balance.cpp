@@ -140,16 +140,26 @@ partition::BalanceResult balanced(const Loaded& l, int stages, partition::Balanc
   return partition::balance(l.pkg, l.tree, r);
 }
 
-// Parameter bytes per stage as carving places them (no recomputed copies).
-std::vector<uint64_t> carvedBytes(const Loaded& l, const partition::SplitSpec& spec) {
-  partition::Assignment a = partition::assignStages(l.pkg.program, spec, l.tree);
+// The manifest carving writes for `spec`, no recomputed copies, no programs.
+partition::Carving carveAsPlaced(const Loaded& l, const partition::SplitSpec& spec) {
   partition::CarveOptions co;
   co.recompute = false;
   co.programs = false;
-  partition::Carving c = partition::carve(l.pkg, a, co);
+  return partition::carve(l.pkg, partition::assignStages(l.pkg.program, spec, l.tree), co);
+}
+
+// Parameter bytes per stage as carving places them.
+std::vector<uint64_t> carvedBytes(const Loaded& l, const partition::SplitSpec& spec) {
   std::vector<uint64_t> out;
-  for (const auto& st : c.manifest.stages) out.push_back(st.parameterBytes);
+  for (const auto& st : carveAsPlaced(l, spec).manifest.stages) out.push_back(st.parameterBytes);
   return out;
+}
+
+// Bytes per sample the stages send each other, as carving places them.
+uint64_t bytesSent(const Loaded& l, const partition::SplitSpec& spec) {
+  uint64_t total = 0;
+  for (const auto& st : carveAsPlaced(l, spec).manifest.stages) total += st.boundaryBytesPerSample;
+  return total;
 }
 
 }  // namespace
@@ -225,13 +235,6 @@ TEST_CASE("balancing: flops cuts inside a layer where whole layers leave a stage
       for (size_t i = 0; i < nodes.size(); ++i) f[a.stageOf[i]] += partition::nodeFlops(*nodes[i]);
       return std::max(f[0], f[1]);
     };
-    auto sent = [&](const partition::SplitSpec& spec) {
-      partition::CarveOptions co;
-      co.recompute = false;
-      co.programs = false;
-      return partition::carve(l.pkg, partition::assignStages(l.pkg.program, spec, l.tree), co)
-          .manifest.stages[0].boundaryBytesPerSample;
-    };
     auto specOf = [](const partition::SplitPoint& p) {
       return partition::parseSplitSpec("{\"split_points\": {\"" + p.module + "\": \"" +
                                            (p.where == partition::SplitWhere::Beginning ? "BEGINNING" : "END") + "\"}}",
@@ -241,7 +244,7 @@ TEST_CASE("balancing: flops cuts inside a layer where whole layers leave a stage
     double opt = INFINITY, layers = INFINITY;
     for (const partition::SplitPoint& c : b.candidates) {
       partition::SplitSpec spec = specOf(c);
-      each.push_back({heaviest(spec), sent(spec)});
+      each.push_back({heaviest(spec), bytesSent(l, spec)});
       opt = std::min(opt, each.back().first);
       // Between whole layers: no numbered segment with more path after it
       // ("model.layers.2", "lm_head"; not "model.layers.2.mlp").
@@ -259,7 +262,7 @@ TEST_CASE("balancing: flops cuts inside a layer where whole layers leave a stage
     uint64_t fewest = UINT64_MAX;
     for (const auto& [h, bytes] : each)
       if (h <= opt * 1.001) fewest = std::min(fewest, bytes);
-    CHECK(sent(b.spec) == fewest);
+    CHECK(bytesSent(l, b.spec) == fewest);
     REQUIRE(layers < INFINITY);
     CHECK(got < layers * 0.99);
   }
@@ -282,18 +285,9 @@ TEST_CASE("balancing: flops trades a thousandth of the optimum for fewer bytes c
     for (const auto& s : b.stages) h = std::max(h, s.cost);
     return h;
   };
-  auto sent = [&](const partition::SplitSpec& spec) {
-    partition::CarveOptions co;
-    co.recompute = false;
-    co.programs = false;
-    uint64_t total = 0;
-    for (const auto& st : partition::carve(l.pkg, partition::assignStages(l.pkg.program, spec, l.tree), co).manifest.stages)
-      total += st.boundaryBytesPerSample;
-    return total;
-  };
   CHECK(heaviest(loose) >= heaviest(exact));
   CHECK(heaviest(loose) <= heaviest(exact) * 1.001);
-  CHECK(sent(loose.spec) < sent(exact.spec));
+  CHECK(bytesSent(l, loose.spec) < bytesSent(l, exact.spec));
   // Params are exact bytes: no slack unless asked.
   partition::BalanceRequest p;
   p.stages = 4;
