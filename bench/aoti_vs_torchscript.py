@@ -9,7 +9,8 @@ pipeline of packages against the unsplit package, side by side in one run.
 
 Model: the bench tiny Llama (random weights, float32, static shapes: the
 micro-batch is the exported batch), split into --stages stages (--split:
-balanced by FLOPs, or by equal runs of layers) and into one (the unsplit program), both compiled by `pipecut compile` (a cache
+balanced by FLOPs, or by equal runs of layers) and into one (the unsplit
+program), both compiled by `pipecut compile` (a cache
 in the work directory, so compile times are this run's).
 
 Bubble: 1 - the stages' busy time over stages x wall time (per stage, the
