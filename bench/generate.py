@@ -88,18 +88,11 @@ def export(model, a, path):
 
 
 def profile_decode_step(a, work, unsplit, on_device):
-    """pipecut-run --profile of the unsplit program at a decode step's shapes
-    (one token per row, a cache position mid-sequence): the step the
-    pipeline mostly runs, where the exported example is a prefill chunk."""
-    import torch
-    from safetensors.torch import save_file
-
-    g = torch.Generator().manual_seed(0)
-    inputs = os.path.join(work, "decode_step.safetensors")
-    save_file({"input.0": torch.randint(1, a.vocab, (a.rows, 1), generator=g),
-               "input.1": torch.tensor([min(a.prompt_len + a.new_tokens // 2, a.cache - 1)])}, inputs)
+    """pipecut-run --profile --decode-step of the unsplit program: one token
+    per row, the step the pipeline mostly runs, where the exported example
+    is a prefill chunk."""
     profile = os.path.join(work, "decode_step.profile.json")
-    subprocess.run([a.pipecut_run, unsplit, "--profile", profile, "--inputs", inputs, "--threads", "1", "-q", "--force",
+    subprocess.run([a.pipecut_run, unsplit, "--profile", profile, "--decode-step", "--threads", "1", "-q", "--force",
                     *on_device], check=True, capture_output=True)
     return profile
 

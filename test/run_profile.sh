@@ -107,8 +107,9 @@ expect 0 "random inputs profile contents" -- check_profile "$out/random.json" "$
 gen=$src/testdata/generate
 expect 0 "llama_kv_chunk: one-stage split" -- "$pipecut" split "$gen/llama_kv_chunk.pt2" --spec "$out/whole.json" \
   -o "$out/kv.whole" -q
-expect 0 "llama_kv_chunk: profile" -- "$run" "$out/kv.whole" --profile "$out/kv.profile.json" --random-inputs --seed 1 \
-  --int-high 8 --threads 1 --iterations 3 --warmup 1
+# --decode-step: what a generated token costs (token ids [B, 1], no inputs file).
+expect 0 "llama_kv_chunk: profile" -- "$run" "$out/kv.whole" --profile "$out/kv.profile.json" --decode-step --seed 1 \
+  --threads 1 --iterations 3 --warmup 1
 expect 0 "llama_kv_chunk: profile contents" -- check_profile "$out/kv.profile.json" "$out/kv.whole" "$gen/llama_kv_chunk.pt2" 1 3 1
 "$py" -c '
 import json, sys
@@ -120,6 +121,15 @@ expect 0 "llama_kv_chunk: balanced by time" -- "$pipecut" split "$gen/llama_kv_c
   --cost "$out/kv.profile.json" -o "$out/kv.time" -q
 expect 0 "llama_kv_chunk: the time-balanced split generates" -- "$run" "$out/kv.time" --generate \
   --prompts "$gen/prompts.jsonl" --max-new-tokens 12 --check-tokens "$gen/llama_kv_chunk.greedy.jsonl" --threads 1
+
+# A program that is not a decode step: exit 2 naming the manifest part, nothing written.
+expect 2 "--decode-step of a program without a KV cache" -- "$run" "$out/llama_tiny.whole" --profile "$out/d.json" --decode-step
+contains "--decode-step refusal" "$out/llama_tiny.whole: manifest inputs: the program takes 1 inputs, not 2; --decode-step takes a decode step"
+[[ ! -e $out/d.json ]] && pass=$((pass+1)) || { echo "FAIL: a refused --decode-step wrote $out/d.json"; fail=$((fail+1)); }
+expect 1 "--decode-step without --profile" -- "$run" "$out/kv.whole" --decode-step
+contains "--decode-step alone" "--decode-step: times one decode step: give it with --profile PROFILE.json"
+expect 1 "--decode-step with --random-inputs" -- "$run" "$out/kv.whole" --profile "$out/d.json" --decode-step --random-inputs
+contains "--decode-step and --random-inputs" "--random-inputs excludes --decode-step"
 
 # Refusals. A split of several stages: exit 2, naming the directory and the way out.
 expect 0 "two-stage split" -- "$pipecut" split "$models/llama_tiny.pt2" --spec "$src/testdata/specs/llama_tiny.2.json" \
@@ -142,7 +152,7 @@ expect 2 "--profile under WORLD_SIZE=2" -- env WORLD_SIZE=2 RANK=0 "$run" "$out/
 contains "WORLD_SIZE message" "WORLD_SIZE: is 2; --profile runs in one process"
 # No inputs: exit 2 as for a pipeline run.
 expect 2 "--profile without inputs" -- "$run" "$out/llama_tiny.whole" --profile "$out/w.json"
-contains "inputs message" "give --inputs FILE or --random-inputs"
+contains "inputs message" "give --inputs FILE, --random-inputs or (a KV-cache program) --decode-step"
 
 echo "run_profile: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

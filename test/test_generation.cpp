@@ -14,6 +14,7 @@
 #include "ir/state.h"
 #include "partition/assign.h"
 #include "pt2/program_json.h"
+#include "runtime/decode_program.h"
 #include "runtime/generation_plan.h"
 #include "runtime/prompts.h"
 #include "runtime/sampler.h"
@@ -216,6 +217,65 @@ TEST_CASE("state: a split of the KV-cache Llama lists each stage's caches in its
   REQUIRE(r.exitCode == 0);
   Manifest cut = readManifest(dir + ".mid");
   CHECK(cut.stages[0].state.size() + cut.stages[1].state.size() == 12);
+}
+
+TEST_CASE("decode program: what --generate and --profile --decode-step read of a manifest, and each refusal", "[generation]") {
+  const std::string whole = writeText("whole.json", R"({"split_points": {}})");
+  auto split = [&](const std::string& model, const std::string& spec) {
+    const std::string dir = test::outPath("generation/decode." + model);
+    auto r = test::runPipecut("split " + test::sourcePath("testdata/generate/" + model + ".pt2") + " --spec " + spec + " -o " +
+                              dir + " --force -q");
+    INFO(r.output);
+    REQUIRE(r.exitCode == 0);
+    return readManifest(dir);
+  };
+  // One token per call, cut in two: the logits come from the last stage.
+  Manifest kv = split("llama_kv", writeText("kv.2.json", R"({"split_points": {"model.model.layers.2": "BEGINNING"}})"));
+  DecodeProgram d = readDecodeProgram(kv, "kv", "--generate");
+  CHECK(d.rows == 2);
+  CHECK_FALSE(d.chunked);
+  CHECK(d.chunk == 1);
+  CHECK(d.vocab == 256);
+  CHECK(d.cacheLength == 64);
+  CHECK(d.logitsStage == 1);
+  CHECK(d.logitsOutput == 0);
+  // A symbolic sequence length: chunks up to the symbol's upper bound (63),
+  // never more than the cache.
+  Manifest chunk = split("llama_kv_chunk", whole);
+  d = readDecodeProgram(chunk, "chunk", "--decode-step");
+  CHECK(d.chunked);
+  CHECK(d.chunk == 63);
+  CHECK(d.cacheLength == 64);
+  CHECK(d.logitsStage == 0);
+
+  auto refusal = [](const Manifest& m) -> std::string {
+    try {
+      readDecodeProgram(m, "OUT", "--decode-step");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::InvalidInput);
+      CHECK(std::string(e.what()).find("--decode-step takes a decode step exported with its static cache") != std::string::npos);
+      return e.what();
+    }
+    return "accepted";
+  };
+  Manifest m = chunk;
+  m.inputs.pop_back();
+  CHECK_THAT(refusal(m), Catch::StartsWith("OUT: manifest inputs: the program takes 1 inputs, not 2"));
+  m = chunk;
+  m.inputs[0].tensor.dtype = "float32";
+  CHECK_THAT(refusal(m), Catch::Contains(": is float32 of rank 2, not token ids int64 [B, T] with a static B"));
+  m = chunk;
+  m.inputs[1].tensor.shape.push_back(m.inputs[1].tensor.shape[0]);
+  CHECK_THAT(refusal(m), Catch::Contains(": is not cache positions int64 [T]"));
+  m = kv;
+  m.inputs[0].tensor.shape[1].size = 3;
+  CHECK_THAT(refusal(m), Catch::Contains(": takes 3 tokens per call; a static program must take 1"));
+  m = kv;
+  m.outputs[0].tensor.shape.pop_back();
+  CHECK_THAT(refusal(m), Catch::Contains(": is not logits [B, T, vocab] of a floating dtype"));
+  m = kv;
+  for (auto& st : m.stages) st.state.clear();
+  CHECK_THAT(refusal(m), Catch::StartsWith("OUT: manifest stages: no stage holds state (a KV cache)"));
 }
 
 // ---- the plan ----------------------------------------------------------------

@@ -38,6 +38,7 @@ struct SessionOptions {
 struct InputOptions {
   std::string inputsPath;   // .safetensors or a torch.save'd tuple/dict
   bool randomInputs = false;
+  bool decodeStep = false;  // --profile: one decode step of a KV-cache program (runtime/inputs.h)
   uint64_t seed = 0;
   int64_t batch = 0;        // random inputs: micro-batch size where dimensions are symbolic
   int64_t intHigh = 2;      // random integer inputs lie in [0, intHigh)

@@ -262,9 +262,10 @@ ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePa
 
   // Inputs first: a bad inputs file is named before the program is built.
   std::vector<at::Tensor> inputs;
-  if (o.inputs.randomInputs) inputs = randomInputs(m, o.inputs.seed, o.inputs.batch > 0 ? o.inputs.batch : 2, 1, o.inputs.intHigh);
+  if (o.inputs.decodeStep) inputs = decodeStepInputs(m, o.session.dir, o.inputs.seed);
+  else if (o.inputs.randomInputs) inputs = randomInputs(m, o.inputs.seed, o.inputs.batch > 0 ? o.inputs.batch : 2, 1, o.inputs.intHigh);
   else if (!o.inputs.inputsPath.empty()) inputs = loadInputs(o.inputs.inputsPath, m);
-  else invalidInput("inputs", "give --inputs FILE or --random-inputs");
+  else invalidInput("inputs", "give --inputs FILE, --random-inputs or (a KV-cache program) --decode-step");
   inputs = splitMicrobatches(inputs, m, 1).at(0);  // checks the exported shapes
 
   std::string path = o.session.dir + "/" + file->path;

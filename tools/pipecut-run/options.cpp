@@ -125,9 +125,13 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   auto* random = inputs->add_flag("--random-inputs", in.randomInputs, "draw inputs from the manifest's shapes and dtypes");
   inputsPath->excludes(random);
 
-  inputs->add_option("--batch-size", in.batch, "micro-batch size along dynamic (symbolic) dimensions, for --random-inputs")
+  auto* batchSize = inputs->add_option("--batch-size", in.batch, "micro-batch size along dynamic (symbolic) dimensions, for --random-inputs")
       ->check(atLeast(1));
-  inputs->add_option("--int-high", in.intHigh, "random integer inputs lie in [0, N)")->capture_default_str()->check(atLeast(1));
+  auto* intHigh = inputs->add_option("--int-high", in.intHigh, "random integer inputs lie in [0, N)")->capture_default_str()->check(atLeast(1));
+  auto* decodeStep = inputs->add_flag("--decode-step", in.decodeStep,
+                                      "--profile of a KV-cache program (as --generate runs): one decode step, token ids "
+                                      "[B, 1] drawn from the vocabulary (--seed), cache position 0");
+  for (CLI::Option* other : {inputsPath, random, batchSize, intHigh}) decodeStep->excludes(other);
   auto* iterations = inputs->add_option("--iterations", o.iterations, "measured passes over the batch (--profile: 10)")
                          ->capture_default_str()
                          ->check(atLeast(1));
@@ -280,6 +284,8 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       throw CLI::ValidationError("--schedule", "expected gpipe or 1f1b (interleaved-1f1b and zb1p: with --train)");
     }
     if (profile->count() && cmd.profilePath.empty()) throw CLI::ValidationError("--profile", "needs a file name");
+    if (decodeStep->count() && !profile->count())
+      throw CLI::ValidationError("--decode-step", "times one decode step: give it with --profile PROFILE.json");
     if (generating) {
       if (g.promptsPath.empty()) throw CLI::ValidationError("--prompts", "--generate needs --prompts FILE.jsonl");
       if (sampling == "greedy") g.sampling = runtime::Sampling::Greedy;
