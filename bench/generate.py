@@ -4,8 +4,8 @@ same program unsplit, and against transformers' generate.
 
     python bench/generate.py [--rows 128 --hidden 768 ...] [--rounds 3] [--keep DIR]
 
-Model: transformers' Llama with random weights (nothing downloaded), float32,
-exported as a decode step with its static cache
+Model: transformers' Llama with random weights (nothing downloaded), float32
+(--dtype bfloat16 for larger widths), exported as a decode step with its static cache
 (TorchExportableModuleForDecoderOnlyLM, batch B rows, cache C), the sequence
 length symbolic so that prompts are prefilled in chunks (--prefill-chunk).
 The default shape (8 layers, hidden 768, 56.6M parameters, B = 128 rows) makes
@@ -70,7 +70,7 @@ def build(a):
     cfg = LlamaConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, intermediate_size=a.intermediate,
                       num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, vocab_size=a.vocab,
                       max_position_embeddings=a.cache, attn_implementation="sdpa", use_cache=True)
-    return LlamaForCausalLM(cfg).eval()
+    return LlamaForCausalLM(cfg).to(getattr(torch, a.dtype)).eval()
 
 
 def export(model, a, path):
@@ -183,6 +183,9 @@ def main():
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--rows", type=int, default=128, help="the exported batch B")
     ap.add_argument("--cache", type=int, default=64)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="the weights' and the cache's dtype (bfloat16: e.g. 7B widths, --hidden 4096 --intermediate "
+                         "11008 --heads 32 --kv-heads 32 --vocab 32000)")
     ap.add_argument("--prompts", type=int, default=384)
     ap.add_argument("--prompt-len", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=48)
@@ -213,7 +216,7 @@ def main():
     model = build(a)
     params = sum(p.numel() for p in model.parameters())
     print(f"model: Llama {a.layers} layers, hidden {a.hidden}, intermediate {a.intermediate}, heads {a.heads}/{a.kv_heads}, "
-          f"vocab {a.vocab}: {params / 1e6:.1f}M parameters, float32; batch {a.rows} rows per slot, cache {a.cache}")
+          f"vocab {a.vocab}: {params / 1e6:.1f}M parameters, {a.dtype}; batch {a.rows} rows per slot, cache {a.cache}")
     print(f"workload: {a.prompts} prompts of {a.prompt_len} tokens, {a.new_tokens} new tokens each, greedy; "
           f"{os.cpu_count()} CPUs")
     pt2 = os.path.join(work, "model.pt2")
