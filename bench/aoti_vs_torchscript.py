@@ -129,7 +129,9 @@ def main():
             cmd = [a.runner, d, "--stage-format", fmt, "--inputs", ref, "--check", oracle(t), "-m", str(a.microbatches),
                    "--threads", str(t), "--warmup", "1", "--iterations", str(a.iterations), "--json", "-q",
                    "--devices", a.device]
-            tol = "1e-4" if a.device == "cpu" else "1e-3"  # GPU kernels reorder sums more
+            # GPU kernels reorder sums more; in bfloat16 Inductor's fused
+            # kernels round once where eager rounds after every op.
+            tol = "5e-2" if a.dtype == "bfloat16" else "1e-4" if a.device == "cpu" else "1e-3"
             cmd += ["--exact"] if fmt == "torchscript" and a.device == "cpu" else ["--atol", tol, "--rtol", tol]
             return cmd
 

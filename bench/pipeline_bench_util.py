@@ -40,12 +40,13 @@ def add_model_args(ap, layers=8, hidden=128, seq=32, mb_size=4, microbatches=8):
     g.add_argument("-m", "--microbatches", type=int, default=microbatches,
                    help="micro-batches per batch (default %(default)s)")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="weights' dtype (default %(default)s)")
 
 
 def describe_model(a):
     inter = a.intermediate or 2 * a.hidden
     return (f"tiny Llama: {a.layers} layers, hidden {a.hidden}, intermediate {inter}, heads {a.heads}/{a.kv_heads} kv, "
-            f"vocab {a.vocab}, seq {a.seq}, float32, random weights; micro-batch {a.mb_size} x {a.seq} int64 ids, "
+            f"vocab {a.vocab}, seq {a.seq}, {a.dtype}, random weights; micro-batch {a.mb_size} x {a.seq} int64 ids, "
             f"M = {a.microbatches} -> batch {a.mb_size * a.microbatches}")
 
 
@@ -56,7 +57,7 @@ def build_llama(a):
     cfg = llama_config(layers=a.layers, hidden=a.hidden, intermediate=a.intermediate or 2 * a.hidden,
                        heads=a.heads, kv_heads=a.kv_heads, vocab=a.vocab, max_positions=max(64, a.seq))
     torch.manual_seed(a.seed)
-    return logits_model(cfg).eval().float()
+    return logits_model(cfg).eval().to(getattr(torch, a.dtype))
 
 
 def prepare_model(a, work):
