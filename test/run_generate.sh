@@ -43,7 +43,7 @@ expect 0 "llama_kv_chunk --prefill-chunk 2" -- "$run" llama_kv_chunk.three --gen
   --max-new-tokens 12 --prefill-chunk 2 --check-tokens "$gen/llama_kv_chunk.greedy.jsonl" --json
 "$py" -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["check"]["ok"] and r["steps"] == (3 + 5 + 2) + 3 * 11, r' \
   "$LAST_LOG" && ok || bad "--prefill-chunk 2: steps"
-# 5 slots (more than the prompt groups) and the default (one per stage).
+# 5 slots (more than the prompt groups) and the default (one more than the stages).
 expect 0 "llama_kv three --slots 5" -- "$run" llama_kv.three --generate --prompts "$gen/prompts.jsonl" --max-new-tokens 12 \
   --slots 5 --check-tokens "$gen/llama_kv.greedy.jsonl" --output tokens.jsonl
 contains "5 slots" "3 stages, 5 slots of 2 rows (greedy), 1 process"
@@ -54,7 +54,7 @@ expect 0 "llama_kv three, default slots" -- "$run" llama_kv.three --generate --p
 "$py" - "$LAST_LOG" <<'EOF' && ok || bad "--json report"
 import json, sys
 r = json.loads(sys.argv[1])
-assert r["mode"] == "generate" and r["stages"] == 3 and r["slots"] == 3 and r["rows_per_slot"] == 2, r
+assert r["mode"] == "generate" and r["stages"] == 3 and r["slots"] == 4 and r["rows_per_slot"] == 2, r
 assert r["sequences"] == 6 and r["generated_tokens"] == 72 and r["prompt_tokens"] == 34, r
 assert r["check"] == {"ok": True, "message": ""}, r
 assert r["prefill_tokens_per_s"] > 0 and r["decode_tokens_per_s"] > 0, r
@@ -73,7 +73,8 @@ assert t["otherData"]["format"] == "pipecut-trace", t["otherData"]
 import re
 steps = [re.fullmatch(r"stage (\d) slot (\d) (prefill|decode)", e["name"]) for e in t["traceEvents"] if e.get("cat") == "compute"]
 assert steps and all(steps), t["traceEvents"][:4]
-assert {(m[1], m[2]) for m in steps} == {(s, k) for s in "01" for k in "01"}, steps[:4]
+# 2 stages, the default 3 slots, each taking one of the prompts' 3 groups.
+assert {(m[1], m[2]) for m in steps} == {(s, k) for s in "01" for k in "012"}, steps[:4]
 assert {m[3] for m in steps} == {"prefill", "decode"}
 EOF
 

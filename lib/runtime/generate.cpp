@@ -158,7 +158,11 @@ class Generation {
       if (world_ == 1 || stageWorker_[s] == rank_)
         if (std::find(localWorkers_.begin(), localWorkers_.end(), stageWorker_[s]) == localWorkers_.end())
           localWorkers_.push_back(stageWorker_[s]);
-    slots_ = o_.slots > 0 ? o_.slots : static_cast<int>(std::max<uint32_t>(1, P_));
+    // One slot more than stages: with one a stage, a slot's next step waits
+    // for its tokens to come back from the last stage, and any unevenness
+    // between stages idles the first (bench/generate.py, 2 stages: 2 slots
+    // ran 785-822 tokens/s, 3 slots 987-1132, 4 slots 1069-1103).
+    slots_ = o_.slots > 0 ? o_.slots : P_ > 1 ? static_cast<int>(P_) + 1 : 1;
     // A slot holds a prompt at least: more would only hold caches.
     slots_ = std::min(slots_, static_cast<int>(std::min<size_t>(prompts_.size(), 1 << 20)));
   }

@@ -88,7 +88,7 @@ struct GenerateOptions {
   Sampling sampling = Sampling::Greedy;
   double temperature = 1.0, topP = 1.0;  // TopP
   uint64_t seed = 0;                 // TopP: the draws depend on (seed, prompt id, position) only
-  int slots = 0;                     // sequence groups in flight (one exported batch each); 0: one per stage
+  int slots = 0;                     // sequence groups in flight (one exported batch each); 0: stages + 1 (1 for one stage)
   int64_t prefillChunk = 0;          // most prompt tokens per step; 0: as many as the program takes
   std::string outputPath;            // JSONL: {"id": ..., "tokens": [...], "finish": "eos"|"length"}
   std::string checkTokensPath;       // JSONL as written: exit 4 on the first token that differs

@@ -208,7 +208,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       genGroup->add_option("--top-p", g.topP, "top-p: the smallest set of tokens whose probability reaches this")
           ->capture_default_str()
           ->check(realIn(0, 1, true, false, "a number in (0, 1]")),
-      genGroup->add_option("--slots", g.slots, "sequence groups in flight, one exported batch each (default: one per stage)")
+      genGroup->add_option("--slots", g.slots, "sequence groups in flight, one exported batch each (default: one more than the stages; 1 for one stage)")
           ->check(atLeast(1)),
       genGroup->add_option("--prefill-chunk", g.prefillChunk,
                            "most prompt tokens per step (default: as many as the program takes); smaller chunks "
