@@ -1,9 +1,14 @@
 """The ceiling on issue 37's CPU goal: FLOPs per sample of the model
-aoti_vs_torchscript.py runs, and MKL's one-thread sgemm rate (through
-torch.matmul) at that model's own matrix shapes. A pipeline's samples/s times
-the FLOPs per sample, divided by the cores, set beside these rates, says how
-much of a stage could still be saved: nothing fusion does makes the matrix
-products themselves faster.
+aoti_vs_torchscript.py runs, and the one-thread rate of its matrix products
+at that model's own shapes, through ATen's BLAS (MKL in the pip wheel:
+torch.nn.functional.linear, what PyTorch runs) and through oneDNN
+(torch.ops.mkldnn._linear_pointwise, what pipecut-run's `--cpu-matmul
+onednn`, the default, runs for TorchScript stages on a CPU). A pipeline's
+samples/s times the FLOPs per sample, divided by the cores, set beside these
+rates, says how much of a stage could still be saved: nothing fusion does
+makes the matrix products themselves faster. MKL chooses its code path by
+CPU vendor, oneDNN by instruction set: the two columns differ most on AMD
+CPUs with AVX-512.
 
   python bench/gemm_ceiling.py [--hidden 512] [--layers 8] [--seq 128] [--repeat 5]
 """
@@ -35,21 +40,25 @@ def main():
     print(f"GFLOP per sample of {s} tokens: linear {linear / 1e9:.3f}, attention {attention / 1e9:.3f}, "
           f"lm_head {head / 1e9:.3f}, total {total / 1e9:.3f}")
 
-    def rate(m, k, n):
-        x, w = torch.randn(m, k), torch.randn(k, n)
+    def rate(m, k, n, onednn):
+        x, w = torch.randn(m, k), torch.randn(n, k)
+        if onednn:
+            f = lambda: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+        else:
+            f = lambda: torch.nn.functional.linear(x, w)
         for _ in range(5):
-            x @ w
+            f()
         best = float("inf")
         for _ in range(a.repeat):
             t = time.perf_counter()
             for _ in range(50):
-                x @ w
+                f()
             best = min(best, (time.perf_counter() - t) / 50)
         return 2 * m * k * n / best / 1e9
 
-    for k, n in sorted(set(proj)) + [(h, a.vocab)]:
-        print(f"sgemm {s}x{k} @ {k}x{n}: {rate(s, k, n):.1f} GFLOP/s (1 thread)")
-    print(f"sgemm 2048x2048 @ 2048x2048: {rate(2048, 2048, 2048):.1f} GFLOP/s (1 thread)")
+    print("GFLOP/s, 1 thread:       BLAS (MKL)   oneDNN")
+    for m, k, n in [(s, k, n) for k, n in sorted(set(proj))] + [(s, h, a.vocab), (2048, 2048, 2048)]:
+        print(f"  {m:4d} x {k:4d} -> {n:5d}: {rate(m, k, n, False):10.1f} {rate(m, k, n, True):9.1f}")
     print(f"samples/s x {total / 1e9:.3f} GFLOP / cores = GFLOP/s per core a pipeline reaches")
 
 

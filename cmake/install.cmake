@@ -27,6 +27,7 @@ install(TARGETS pipecut pipecut-run pipecut_embed EXPORT pipecutTargets
 # and includes only the standard library and the others listed here.
 install(FILES lib/runtime/pipecut.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut)
 install(FILES
+  lib/runtime/cpu_matmul.h
   lib/runtime/generate.h
   lib/runtime/inference.h
   lib/runtime/options.h

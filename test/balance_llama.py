@@ -100,9 +100,15 @@ run(runner, bal, "--inputs", ref, "--check", ref, "-q")
 
 # FLOPs: the head's 2 x 32000 x 256 per token is ~10 layers' worth.
 def last_stage_layers(text):
-    """Decoder layers in the last stage, from the preview's module list."""
+    """Decoder layers in the last stage (a layer the cut splits counts once), from the preview's module list."""
     m = re.search(r"^  stage 1: \d+ nodes.*\n    modules:(.*)", text, re.M)
-    return None if not m else sum(1 for mod in m.group(1).split() if mod.startswith("model.layers."))
+    return None if not m else len({mod.split(".")[2] for mod in m.group(1).split() if mod.startswith("model.layers.")})
+
+
+# By time the head weighs less than by FLOPs (its one large product runs at
+# the matrix units' best rate, a layer's attention and norms do not), but
+# still several layers: the head's stage keeps fewer than the even split's 6.
+FEW_LAYERS = 4
 
 
 text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "flops", "--preview")
@@ -122,7 +128,7 @@ if not os.path.exists(profile):
 text = run(pipecut, "split", pt2, "--stages", 2, "--balance", "time", "--cost", profile, "--preview")
 costs = stage_costs(text)
 check(len(costs) == 2, f"--balance time printed no stage costs:\n{text}")
-check(last_stage_layers(text) is not None and last_stage_layers(text) <= 3,
+check(last_stage_layers(text) is not None and last_stage_layers(text) <= FEW_LAYERS,
       f"--balance time into 2 should leave the head with few layers:\n{text}")
 print("time, 2 stages:", " / ".join(f"{c:.3f} ms" for c in costs))
 
@@ -152,7 +158,7 @@ logits_mib = 2 * 16 * 32000 * 4 / 2**20
 check(stage_costs(text)[:1] == [round(logits_mib, 3)], f"stage 0 should cost {logits_mib:.3f} ms:\n{text}")
 # A profile without "transfer" (CUDA stages, or written before it) balances compute alone.
 text = preview_with("no_transfer", {k: v for k, v in prof.items() if k != "transfer"})
-check("moving values" not in text and last_stage_layers(text) is not None and last_stage_layers(text) <= 3,
+check("moving values" not in text and last_stage_layers(text) is not None and last_stage_layers(text) <= FEW_LAYERS,
       f"a profile without transfer should balance compute only:\n{text}")
 # Receiving the logits three times as dear as the whole forward: stage 0 is the
 # heaviest wherever the cut goes, so the balancer can only shrink it, and every

@@ -11,11 +11,13 @@ set -uo pipefail
 run=$1 src=$2 splits=$3 port=${4:-29700} backend=${5:-gloo}
 models=$src/testdata/models
 fail=0 pass=0
-# whole MODEL M REF: the unsplit program's outputs, computed once per (model, M).
+# whole MODEL M REF [MATMUL]: the unsplit program's outputs, computed once per
+# (model, M, --cpu-matmul; onednn unless told).
 whole() {
-  local model=$1 m=$2 ref=$3 dst="$splits/$1.whole.dist.$backend.mb$2.safetensors"
+  local model=$1 m=$2 ref=$3 matmul=${4:-onednn}
+  local dst="$splits/$1.whole.dist.$backend.$matmul.mb$2.safetensors"
   if [[ ! -f $dst ]]; then
-    "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --output "$dst" -q >/dev/null 2>&1 ||
+    "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --cpu-matmul "$matmul" --output "$dst" -q >/dev/null 2>&1 ||
       { echo "FAIL: unsplit $model M=$m did not run"; fail=$((fail+1)); }
   fi
   echo "$dst"
@@ -59,19 +61,20 @@ launch 4 "$splits/llama_tiny.4" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --schedu
 launch 2 "$splits/llama_tiny.4" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --schedule 1f1b --queue-depth 1
 # The .pt2 stages through NativeRT (--stage-format pt2) over the same
 # transport: 4 stages on 2 ranks for every fixture NativeRT loads, and Llama's
-# inlined no_grad split on 4 ranks. Gloo only: the message order is the same
-# whichever files run.
+# inlined no_grad split on 4 ranks, against the unsplit TorchScript program
+# run with ATen's BLAS, as NativeRT runs. Gloo only: the message order is the
+# same whichever files run.
 if [[ $backend == gloo ]]; then
   # Each fixture's most-stages split (NAME.inlined, from test_split), on 2 ranks.
   for spec in "$src"/testdata/specs/*.json; do
     name=$(basename "$spec" .json); model=${name%.*}
     [[ $name == *.2 && -f $src/testdata/specs/$model.4.json ]] && continue
     mb4=$models/$model.mb4.ref.safetensors
-    launch 2 "$splits/$name.inlined" "$mb4" "$(whole "$model" 4 "$mb4")" 4 --stage-format pt2
+    launch 2 "$splits/$name.inlined" "$mb4" "$(whole "$model" 4 "$mb4" blas)" 4 --stage-format pt2
   done
-  launch 4 "$splits/llama_tiny.4.inlined" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --stage-format pt2 --schedule 1f1b
+  launch 4 "$splits/llama_tiny.4.inlined" "$ref" "$(whole llama_tiny 4 "$ref" blas)" 4 --stage-format pt2 --schedule 1f1b
   mb4=$models/llama_dynamic.mb4.ref.safetensors
-  launch 4 "$splits/llama_dynamic.4.inlined" "$mb4" "$(whole llama_dynamic 4 "$mb4")" 4 --stage-format pt2
+  launch 4 "$splits/llama_dynamic.4.inlined" "$mb4" "$(whole llama_dynamic 4 "$mb4" blas)" 4 --stage-format pt2
 fi
 echo "run_distributed ($backend): $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -13,15 +13,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/test_part.sh"  # part, want_m1
 # The unsplit program (the one-stage split of `{}`) run here is the bitwise
 # oracle for every split; it is itself within tolerance of the committed
 # references, which may come from a CPU that rounds differently. Run once per
-# (model, M), when a split first needs it.
+# (model, M), when a split first needs it; `unsplit MODEL M blas` runs it with
+# --cpu-matmul blas (ATen's BLAS, what NativeRT's .pt2 stages run) into
+# MODEL.whole.blas.mbM.safetensors.
 declare -A whole=()
-unsplit() {  # unsplit MODEL M
-  local model=$1 m=$2 ref=$models/$1.ref.safetensors
+unsplit() {  # unsplit MODEL M [blas]
+  local model=$1 m=$2 ref=$models/$1.ref.safetensors matmul=${3:-onednn} tag=""
   [[ $m == 4 ]] && ref=$models/$model.mb4.ref.safetensors
-  [[ -n ${whole[$model.$m]:-} ]] && return
-  whole[$model.$m]=1
-  expect 0 "$model unsplit M=$m" -- "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --check "$ref" \
-    --output "$out/$model.whole.mb$m.safetensors" -q
+  [[ $matmul == blas ]] && tag=.blas
+  [[ -n ${whole[$model.$m$tag]:-} ]] && return
+  whole[$model.$m$tag]=1
+  expect 0 "$model unsplit M=$m $matmul" -- "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --check "$ref" \
+    --cpu-matmul "$matmul" --output "$out/$model.whole$tag.mb$m.safetensors" -q
 }
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
@@ -35,7 +38,8 @@ for spec in "$src"/testdata/specs/*.json; do
   fi
 done
 # The .pt2 stages through NativeRT (--stage-format pt2): bit for bit what the
-# unsplit TorchScript program gives, for every split, with the no_grad and
+# unsplit TorchScript program gives with ATen's BLAS (NativeRT's linear
+# layers are ATen's), for every split, with the no_grad and
 # disabled-autocast regions NativeRT does not know inlined and maps of static
 # length unrolled (test_split writes NAME.inlined beside each split). An
 # enabled autocast region stays, and NativeRT refuses it: below, naming file
@@ -43,13 +47,14 @@ done
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
   if want_m1 "$name"; then
-    unsplit "$model" 1
+    unsplit "$model" 1 blas
     expect 0 "$name pt2 M=1" -- "$run" "$splits/$name.inlined" --stage-format pt2 --inputs "$models/$model.ref.safetensors" \
-      --check "$out/$model.whole.mb1.safetensors" --exact -q
+      --check "$out/$model.whole.blas.mb1.safetensors" --exact -q
   fi
   if [[ $part != rest ]]; then
+    unsplit "$model" 4 blas
     expect 0 "$name pt2 M=4" -- "$run" "$splits/$name.inlined" --stage-format pt2 -m 4 --schedule 1f1b \
-      --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
+      --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.blas.mb4.safetensors" --exact -q
   fi
 done
 if [[ $part == rest ]]; then
@@ -62,8 +67,9 @@ unsplit multi_io 1
 # The plain .pt2 stages run as they are where they hold no region.
 for name in mlp.2 cnn_bn.4 dynamic_flatten.2 llama_tiny_decomp.4; do
   model=${name%.*}
+  unsplit "$model" 4 blas
   expect 0 "$name pt2 (not inlined) M=4" -- "$run" "$splits/$name" --stage-format pt2 -m 4 \
-    --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.mb4.safetensors" --exact -q
+    --inputs "$models/$model.mb4.ref.safetensors" --check "$out/$model.whole.blas.mb4.safetensors" --exact -q
 done
 expect 2 "pt2: enabled autocast" -- "$run" "$splits/autocast_bf16.both" --stage-format pt2 --random-inputs -q
 contains "pt2 autocast message" "autocast_bf16.both/stage_001.pt2: NativeRT cannot load it: Unknown higher order op: wrap_with_autocast"
@@ -88,8 +94,9 @@ expect 2 "stage input shape" -- "$run" "$out/llama_dynamic.2.wider" --inputs "$m
 contains "stage input shape message" "stage 1 input '"
 contains "stage input shape detail" ": shape [3, 5, 32]: dimension 2 is 32, the program takes 33"
 # Llama's no_grad region inlined into its .pt2 stages (split --inline-grad-regions, by test_split).
+unsplit llama_tiny 4 blas
 expect 0 "llama_tiny.4 inlined pt2 M=4" -- "$run" "$splits/llama_tiny.4.inlined" --stage-format pt2 -m 4 \
-  --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.mb4.safetensors" --exact -q
+  --inputs "$models/llama_tiny.mb4.ref.safetensors" --check "$out/llama_tiny.whole.blas.mb4.safetensors" --exact -q
 expect 2 "pt2: no_grad region" -- "$run" "$splits/llama_tiny.2" --stage-format pt2 --random-inputs -q
 contains "pt2 no_grad message" "llama_tiny.2/stage_000.pt2: NativeRT cannot load it: Unknown higher order op: wrap_with_set_grad_enabled"
 expect 2 "pt2: map" -- "$run" "$splits/control_flow.4" --stage-format pt2 --random-inputs -q

@@ -1,4 +1,4 @@
-// runtime/attention_kernels.h on a TorchScript stage pipecut emitted. Its
+// runtime/attention_kernels.h and runtime/linear_kernels.h on TorchScript stages. Its
 // own file: torch/script.h defines a CHECK of its own (c10's logging), so it
 // comes first and Catch's replaces it, which no unity group may see.
 #include <torch/script.h>
@@ -12,6 +12,7 @@
 #include "passes/pass_manager.h"
 #include "pt2/package.h"
 #include "runtime/attention_kernels.h"
+#include "runtime/linear_kernels.h"
 #include "test_util.h"
 
 using namespace pipecut;
@@ -60,4 +61,84 @@ TEST_CASE("on a GPU, masked grouped-query attention is widened again to the kern
   at::Tensor a = narrow.forward({input}).toTuple()->elements()[0].toTensor();
   at::Tensor b = wide.forward({input}).toTuple()->elements()[0].toTensor();
   CHECK(at::equal(a, b));  // enable_gqa is repeat_interleave by definition; on the CPU, bitwise
+}
+
+TEST_CASE("on a CPU, float32 linear layers whose weights the module holds run through oneDNN", "[emit]") {
+  REQUIRE(runtime::oneDnnAvailable());
+  auto count = [](torch::jit::Module& m, const char* kind) {
+    size_t n = 0;
+    for (torch::jit::Node* node : m.get_method("forward").graph()->nodes())
+      n += node->kind() == c10::Symbol::fromQualString(kind);
+    for (torch::jit::Node* node : m.get_method("forward").graph()->nodes())
+      for (torch::jit::Block* b : node->blocks())
+        for (torch::jit::Node* inner : b->nodes()) n += inner->kind() == c10::Symbol::fromQualString(kind);
+    return n;
+  };
+  SECTION("which calls: module tensors of float32, 2-D, non-empty; in control flow too") {
+    torch::jit::Module m("M");
+    m.register_parameter("w", at::randn({5, 3}), false);
+    m.register_parameter("b", at::randn({5}), false);
+    m.register_buffer("wd", at::randn({5, 3}, at::kDouble));
+    m.register_buffer("empty", at::randn({5, 0}));
+    m.define(R"JIT(
+def forward(self, x, xd, e, flag: bool):
+    a = torch.linear(x, self.w, self.b)
+    b = torch.linear(x, self.w)
+    c = torch.linear(xd, self.wd)
+    d = torch.linear(x, self.w * 2.0)
+    f = torch.linear(e, self.empty)
+    g = x
+    if flag:
+        g = torch.linear(x, self.w, self.b + 1.0)
+    else:
+        g = torch.linear(x, self.w, self.b)
+    return (a, b, c, d, f, g)
+)JIT");
+    torch::jit::Module original = m.clone();
+    // a and b, and g's else branch; c is float64, d's weight and g's
+    // then-branch bias are computed, f's weight has an empty dimension.
+    CHECK(runtime::routeLinearsToOneDnn(m) == 3);
+    CHECK(runtime::routeLinearsToOneDnn(m) == 0);
+    CHECK(count(m, "mkldnn::_linear_pointwise") == 3);
+    CHECK(count(m, "aten::linear") == 4);
+    c10::InferenceMode guard;
+    at::Tensor x = at::randn({2, 4, 3}), xd = at::randn({2, 3}, at::kDouble), e = at::randn({2, 0});
+    for (bool flag : {true, false}) {
+      auto got = m.forward({x, xd, e, flag}).toTuple()->elements();
+      auto want = original.forward({x, xd, e, flag}).toTuple()->elements();
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i, flag);
+        CHECK(got[i].toTensor().sizes() == want[i].toTensor().sizes());
+        CHECK(at::allclose(got[i].toTensor(), want[i].toTensor(), 1e-5, 1e-6));
+      }
+      for (size_t i : {2, 3, 4}) CHECK(at::equal(got[i].toTensor(), want[i].toTensor()));  // untouched calls
+    }
+  }
+  SECTION("an emitted stage: every projection of llama_tiny, within float32 rounding of ATen's BLAS") {
+    pt2::Package pkg = pt2::readPackage(test::fixture("llama_tiny"));
+    passes::PassManager pm;
+    passes::addNormalizePipeline(pm, {});
+    pm.run(pkg.program);
+    std::string bytes;
+    emit::writeTorchScript(pkg, "stage_000", [&](const void* d, size_t n) {
+      bytes.append(static_cast<const char*>(d), n);
+      return n;
+    });
+    std::istringstream in1(bytes), in2(bytes);
+    torch::jit::Module blas = torch::jit::load(in1), onednn = torch::jit::load(in2);
+    const size_t linears = count(blas, "aten::linear");
+    CHECK(linears == 4 * 7 + 1);  // 4 layers of q, k, v, o, gate, up, down; the LM head
+    CHECK(runtime::routeLinearsToOneDnn(onednn) == linears);
+    CHECK(count(onednn, "aten::linear") == 0);
+    const ir::TensorMeta& ids = *pkg.program.graph.inputs.back().value()->meta;
+    std::vector<int64_t> sizes;
+    for (const auto& s : ids.sizes) sizes.push_back(s.value);
+    at::Tensor input = at::randint(0, 64, sizes, at::TensorOptions().dtype(at::kLong));
+    c10::InferenceMode guard;
+    at::Tensor a = blas.forward({input}).toTuple()->elements()[0].toTensor();
+    at::Tensor b = onednn.forward({input}).toTuple()->elements()[0].toTensor();
+    CHECK(at::allclose(a, b, 1e-4, 1e-5));
+    CHECK(at::equal(b, onednn.forward({input}).toTuple()->elements()[0].toTensor()));  // deterministic
+  }
 }

@@ -215,7 +215,8 @@ class Generation {
     std::vector<c10::Device> where;
     for (uint32_t s = 0; s < P_; ++s)
       if (isLocal(s)) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
-    std::vector<StageProgram> loaded = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where);
+    std::vector<StageProgram> loaded = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where,
+                                                                    o_.session.cpuMatmul);
     for (size_t i = 0; i < mine.size(); ++i)
       programs_[mine[i]->index] = std::make_unique<StageProgram>(std::move(loaded[i]));
     for (uint32_t s = 0; s < P_; ++s) {

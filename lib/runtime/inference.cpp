@@ -123,7 +123,8 @@ class Engine {
     std::vector<c10::Device> where;
     for (size_t s = 0; s < P_; ++s)
       if (stageRank_[s] == rank_) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
-    std::vector<StageProgram> programs = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where);
+    std::vector<StageProgram> programs = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where,
+                                                                   o_.session.cpuMatmul);
     for (size_t i = 0; i < mine.size(); ++i) {
       const Stage& st = *mine[i];
       auto ls = std::make_unique<LocalStage>();

@@ -22,6 +22,7 @@
 #include "runtime/compare.h"
 #include "runtime/distributed.h"
 #include "runtime/inputs.h"
+#include "runtime/linear_kernels.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
 #include "runtime/rank_session.h"
@@ -277,6 +278,16 @@ ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePa
     e.rethrowWithFile(path);
   }
   pm.module.to(device);
+  // The kernels pipecut-run would run, so that --balance time weighs what runs.
+  if (device.is_cpu() && o.session.cpuMatmul == CpuMatmul::OneDnn) {
+    const size_t before = pm.nodes.size();
+    if (routeLinearsToOneDnn(*pm.graph, pm.module._ivalue())) {
+      // One call for one, and the shared arguments first (runtime/linear_kernels.h).
+      pm.nodes.assign(pm.graph->nodes().begin(), pm.graph->nodes().end());
+      const size_t added = pm.nodes.size() - before;
+      for (auto& r : pm.ranges) r.begin += added, r.end += added;
+    }
+  }
   Interpreter interp(pm, path);
 
   std::vector<c10::IValue> args;  // self, then the stage inputs in manifest order

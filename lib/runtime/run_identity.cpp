@@ -34,6 +34,8 @@ RunIdentity commonIdentity(const std::string& mode, const SessionOptions& o, con
       {"mode", mode},
       {"split directory (manifest.pb SHA-256)", manifestSha256},
       {"--stage-format", stageFormatName(o.stageFormat)},
+      // Training runs ATen's BLAS whatever the option says (runtime/cpu_matmul.h).
+      {"--cpu-matmul", mode == "training" ? "blas" : cpuMatmulName(o.cpuMatmul)},
       {"--stage-ranks", ranks(stageRank)},
       {"--backend", backend},
   };

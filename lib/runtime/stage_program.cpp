@@ -9,6 +9,7 @@
 #include "emit/libtorch_version.h"
 #include "runtime/aoti_package.h"
 #include "runtime/attention_kernels.h"
+#include "runtime/linear_kernels.h"
 #include "runtime/inputs.h"
 
 #include "runtime/stage_failure.h"
@@ -118,13 +119,14 @@ StageProgram& StageProgram::operator=(StageProgram&&) noexcept = default;
 StageProgram::~StageProgram() = default;
 
 std::vector<StageProgram> StageProgram::loadAll(const std::string& dir, const std::vector<const Stage*>& stages,
-                                               StageFormat f, const std::vector<c10::Device>& devices) {
+                                               StageFormat f, const std::vector<c10::Device>& devices, CpuMatmul matmul) {
   std::vector<StageProgram> programs(stages.size());
-  support::parallelFor(stages.size(), 0, [&](size_t i) { programs[i] = load(dir, *stages[i], f, devices.at(i)); });
+  support::parallelFor(stages.size(), 0, [&](size_t i) { programs[i] = load(dir, *stages[i], f, devices.at(i), matmul); });
   return programs;
 }
 
-StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device) {
+StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device,
+                                CpuMatmul matmul) {
   const StageFile& file = stageFileOf(st, f, device);
   const std::string path = dir + "/" + file.path;
   StageProgram p;
@@ -156,6 +158,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
       if (!device.is_cpu()) widenMaskedGroupedAttention(*p.module_);  // runtime/attention_kernels.h says why
+      if (device.is_cpu() && matmul == CpuMatmul::OneDnn) p.oneDnnLinears_ = routeLinearsToOneDnn(*p.module_);
     } else {
       // The archive's one program is "model" (models/model.json).
       p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");

@@ -17,6 +17,7 @@
 #include <torch/script.h>
 
 #include "manifest/manifest.h"
+#include "runtime/cpu_matmul.h"
 #include "runtime/stage_format.h"
 
 namespace torch::nativert {
@@ -56,7 +57,11 @@ class StageProgram {
   // it (NativeRT: an operator or higher-order op it does not know), when a
   // .pt2 stage is placed on anything but the CPU, and when a package was
   // compiled by a torch other than the LibTorch this binary links.
-  static StageProgram load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device);
+  // `matmul` says what runs a TorchScript stage's float32 linear layers on
+  // the CPU (runtime/linear_kernels.h): OneDnn only for a stage that runs
+  // without autograd; other formats and devices ignore it.
+  static StageProgram load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device,
+                           CpuMatmul matmul);
   // Loads stages[i] for devices[i], for every i, side by side on the
   // machine's cores: a process holding several stages waits for the
   // slowest load, not their sum (a package's load writes and maps its whole
@@ -64,7 +69,7 @@ class StageProgram {
   // of the lowest i is thrown (support::parallelFor), so which one a run
   // reports does not depend on timing.
   static std::vector<StageProgram> loadAll(const std::string& dir, const std::vector<const Stage*>& stages,
-                                           StageFormat f, const std::vector<c10::Device>& devices);
+                                           StageFormat f, const std::vector<c10::Device>& devices, CpuMatmul matmul);
 
   StageFormat format() const { return format_; }
   // forward() in the manifest's argument order; results in its output order.
@@ -88,6 +93,8 @@ class StageProgram {
   // Zeroes or restores `state` to the initial values in place (a slot's next sequence).
   void resetState(std::vector<at::Tensor>& state) const;
   std::vector<c10::IValue> forward(std::vector<c10::IValue> args, const std::vector<at::Tensor>& state);
+  // How many linear calls run through oneDNN (runtime/linear_kernels.h).
+  size_t oneDnnLinears() const { return oneDnnLinears_; }
   // The TorchScript module (nullptr for a .pt2 stage).
   torch::jit::Module* module() { return module_ ? &*module_ : nullptr; }
 
@@ -99,6 +106,7 @@ class StageProgram {
   std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
   std::unique_ptr<AotiPackage> aoti_;
   bool stateful_ = false;
+  size_t oneDnnLinears_ = 0;
   // The module's attributes of the manifest's state names (a package:
   // zeros, or the value its metadata carries).
   std::vector<at::Tensor> initialState_;

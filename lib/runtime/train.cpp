@@ -188,8 +188,10 @@ class Trainer {
     std::vector<c10::Device> where;
     for (uint32_t s = 0; s < P_; ++s)
       if (isLocalStage(s)) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
-    // The loader every mode uses; training needs the TorchScript module (autograd).
-    std::vector<StageProgram> programs = StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where);
+    // The loader every mode uses; training needs the TorchScript module
+    // (autograd) with ATen's linear: oneDNN's has no backward (runtime/linear_kernels.h).
+    std::vector<StageProgram> programs =
+        StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where, CpuMatmul::Blas);
     for (size_t i = 0; i < mine.size(); ++i) {
       const Stage& info = *mine[i];
       const uint32_t s = info.index;

@@ -73,7 +73,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   CLI::App app{"pipecut-run: run a pipecut split directory as a micro-batched pipeline on CPUs and GPUs, "
                "in one process or across processes (torch.distributed c10d; torchrun --no-python works)"};
   app.set_version_flag("--version", std::string("pipecut-run ") + PIPECUT_VERSION);
-  std::string devices = "cpu", schedule = "gpipe", stageRanks, stageFormat = "torchscript", betas;
+  std::string devices = "cpu", schedule = "gpipe", stageRanks, stageFormat = "torchscript", cpuMatmul = "onednn", betas;
   bool noVerify = false, training = false;
 
   // What every mode has (runtime::SessionOptions).
@@ -118,6 +118,11 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
                                         "CPU, inference) or aoti (AOTInductor packages from pipecut compile; CPU and "
                                         "CUDA, inference)")
                              ->capture_default_str();
+  auto* cpuMatmulOpt = app.add_option("--cpu-matmul", cpuMatmul,
+                                      "what runs a TorchScript stage's float32 linear layers on a CPU: onednn (oneDNN, "
+                                      "chosen by the CPU's instruction sets) or blas (ATen's BLAS, MKL: what PyTorch "
+                                      "runs); training always runs blas")
+                           ->capture_default_str();
 
   // Where a forward pass's inputs come from (runtime::InputOptions): inference and --profile.
   CLI::App* inputs = app.add_option_group("inputs", "the inputs of inference and --profile");
@@ -183,6 +188,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   inputs->excludes(train);
   pipeline->excludes(train);
   train->excludes(stageFormatOpt);
+  train->excludes(cpuMatmulOpt);
   train->excludes(seedOpt);
   train->excludes(outputOpt);
 
@@ -250,6 +256,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     auto format = runtime::parseStageFormat(stageFormat);
     if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript, pt2 or aoti");
     s.stageFormat = *format;
+    auto matmul = runtime::parseCpuMatmul(cpuMatmul);
+    if (!matmul) throw CLI::ValidationError("--cpu-matmul", "expected onednn or blas");
+    s.cpuMatmul = *matmul;
     s.devices.clear();
     for (size_t start = 0;;) {
       size_t comma = devices.find(',', start);
