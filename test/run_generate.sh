@@ -76,6 +76,8 @@ assert steps and all(steps), t["traceEvents"][:4]
 # 2 stages, the default 3 slots, each taking one of the prompts' 3 groups.
 assert {(m[1], m[2]) for m in steps} == {(s, k) for s in "01" for k in "012"}, steps[:4]
 assert {m[3] for m in steps} == {"prefill", "decode"}
+# The sampling after each step, on the last stage's track.
+assert {e["tid"] for e in t["traceEvents"] if e.get("cat") == "sample"} == {1}, t["traceEvents"][:4]
 EOF
 
 # --- Across processes: 2 and 3 Gloo ranks, gloo-strict, torchrun ---------------

@@ -382,17 +382,21 @@ at::Tensor DistContext::recv(int src, int tag, const at::Device& device, const S
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    // A timeout is told by the clock, not by the backend's wording (Gloo and
-    // NCCL phrase it differently, and across versions).
-    bool timedOut = std::chrono::steady_clock::now() - start >= timeout_ * 9 / 10;
-    std::string where = "receiving from rank " + std::to_string(src);
-    if (timedOut)
-      throw PeerError(PeerError::Why::Timeout, src, where,
-                      "no data from rank " + std::to_string(src) + " within the timeout (" +
-                          std::to_string(timeout_.count() / 1000) + " s): it failed, hung, or waits on another rank");
-    throw PeerError(PeerError::Why::Lost, src, where,
-                    "rank " + std::to_string(src) + " failed or is unreachable: " + plainMessage(e));
+    throwReceiveFailure(src, start, e);
   }
+}
+
+void DistContext::throwReceiveFailure(int src, std::chrono::steady_clock::time_point start, const std::exception& e) const {
+  // A timeout is told by the clock, not by the backend's wording (Gloo and
+  // NCCL phrase it differently, and across versions).
+  bool timedOut = std::chrono::steady_clock::now() - start >= timeout_ * 9 / 10;
+  std::string where = "receiving from rank " + std::to_string(src);
+  if (timedOut)
+    throw PeerError(PeerError::Why::Timeout, src, where,
+                    "no data from rank " + std::to_string(src) + " within the timeout (" +
+                        std::to_string(timeout_.count() / 1000) + " s): it failed, hung, or waits on another rank");
+  throw PeerError(PeerError::Why::Lost, src, where,
+                  "rank " + std::to_string(src) + " failed or is unreachable: " + plainMessage(e));
 }
 
 at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device, const Shape& shape) {
@@ -417,6 +421,43 @@ at::Tensor DistContext::recvUnchecked(int src, int tag, const at::Device& device
   std::vector<at::Tensor> dv{at::empty(sizes, at::TensorOptions().dtype(dtype).device(where))};
   waitWork(pg_->recv(dv, src, wireTag(tag, false)));
   return dv[0];
+}
+
+DistContext::PostedRecv DistContext::postRecv(int src, int tag, const Shape& shape) {
+  checkIssuer("postRecv");
+  if (nccl() || !shape.known) internalError("postRecv", "a posted receive takes Gloo and a known shape");
+  std::vector<at::Tensor> dv{at::empty(shape.sizes, at::TensorOptions().dtype(shape.dtype))};
+  PostedRecv posted;
+  try {
+    posted.work = pg_->recv(dv, src, wireTag(tag, false));
+  } catch (const std::exception& e) {
+    throw PeerError(PeerError::Why::Lost, src, "receiving from rank " + std::to_string(src),
+                    "rank " + std::to_string(src) + " failed or is unreachable: " + plainMessage(e));
+  }
+  posted.tensor = dv[0];
+  std::lock_guard<std::mutex> lk(inflightMu_);
+  inflight_.push_back(posted.work);  // so that interrupt() aborts it, waited for or not
+  if (interrupted_) posted.work->abort();
+  return posted;
+}
+
+at::Tensor DistContext::wait(PostedRecv& posted, int src) {
+  checkIssuer("recv");
+  {
+    // waitWork lists it again; an interrupt() in between finds interrupted_ set there.
+    std::lock_guard<std::mutex> lk(inflightMu_);
+    inflight_.erase(std::find(inflight_.begin(), inflight_.end(), posted.work));
+  }
+  auto start = std::chrono::steady_clock::now();
+  try {
+    waitWork(posted.work);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throwReceiveFailure(src, start, e);
+  }
+  posted.work.reset();
+  return std::move(posted.tensor);
 }
 
 void DistContext::flush() {

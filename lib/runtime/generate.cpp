@@ -331,15 +331,28 @@ class Generation {
     auto sendFrom = Clock::now();
     for (int other : otherWorkers(w)) channels_->send(w, other, {wire});
     trace_.add("send step", "transfer", 1000 + w, sendFrom, Clock::now());
+    // The step's tokens are taken in issue order (schedule()'s queue), and
+    // nothing else comes from the sampler: posted now, they land while this
+    // worker computes the steps in between.
+    if (sampler() != w) channels_->prepost(w, sampler(), tokensSpec(), wireDevice(w));
     runStep(w, info, ids);
   }
 
   void follow(int w) {
+    // Every message is received preposted (StepChannels::prepost), in the
+    // order its source sends them: from the scheduler a step's descriptor,
+    // then its values when this worker reads them, then the next
+    // descriptor; from another worker, each step's values.
+    channels_->prepost(w, scheduler(), stepSpec(), wireDevice(w));
     for (;;) {
       auto waitFrom = Clock::now();
       StepInfo info = decode(channels_->recv(w, scheduler(), stepSpec(), wireDevice(w)).at(0));
       trace_.add("wait for step", "transfer", 1000 + w, waitFrom, Clock::now());
       if (info.flags & kStop) return;
+      for (int src = 0; src < w; ++src)
+        if (std::vector<WireSpec> specs = payloadSpec(src, w, info.length); !specs.empty())
+          channels_->prepost(w, src, specs, wireDevice(w));
+      channels_->prepost(w, scheduler(), stepSpec(), wireDevice(w));
       runStep(w, info, at::Tensor());
     }
   }
@@ -450,14 +463,19 @@ class Generation {
   }
 
   void sample(int w, const StepInfo& info, const at::Tensor& logits) {
+    auto begin = Clock::now();
     at::Tensor tokens = at::zeros({program_.rows}, at::kLong);
     if (info.flags & kSamples) {
       at::Tensor last = logits.select(1, logits.size(1) - 1).to(at::kCPU, at::kFloat).contiguous();
       SamplerOptions so{o_.sampling, o_.temperature, o_.topP, o_.seed};
+      const float* rows = last.data_ptr<float>();
+      int64_t* out = tokens.data_ptr<int64_t>();
+      const auto vocab = static_cast<size_t>(program_.vocab);
       for (int64_t r = 0; r < program_.rows; ++r)
-        tokens[r] = sampleToken(last[r].data_ptr<float>(), static_cast<size_t>(program_.vocab), so, info.keys[static_cast<size_t>(r)],
-                                info.generated[static_cast<size_t>(r)]);
+        out[r] = sampleToken(rows + static_cast<size_t>(r) * vocab, vocab, so, info.keys[static_cast<size_t>(r)],
+                             info.generated[static_cast<size_t>(r)]);
     }
+    trace_.add("sample", "sample", static_cast<int>(program_.logitsStage), begin, Clock::now());
     if (w == scheduler()) {
       std::lock_guard<std::mutex> lk(localMu_);
       localTokens_[info.index] = tokens;

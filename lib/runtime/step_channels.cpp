@@ -19,6 +19,12 @@ int64_t bytesOf(const WireSpec& s) {
 
 int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+int64_t packedBytes(const std::vector<WireSpec>& specs) {
+  int64_t total = 0;
+  for (const auto& s : specs) total += aligned(bytesOf(s));
+  return total;
+}
+
 }  // namespace
 
 void LocalStepChannels::send(int self, int dst, const std::vector<at::Tensor>& values) {
@@ -63,11 +69,26 @@ void CommStepChannels::send(int, int dst, const std::vector<at::Tensor>& values)
   dist_.send(packed, dst, 0, DistContext::Shape{{total}, at::kByte, true});
 }
 
+void CommStepChannels::prepost(int, int src, const std::vector<WireSpec>& specs, c10::Device) {
+  if (dist_.nccl()) return;  // in issue order on one stream: see DistContext::postRecv
+  const int64_t total = packedBytes(specs);
+  posted_[src].push_back({dist_.postRecv(src, 0, DistContext::Shape{{total}, at::kByte, true}), total});
+}
+
 std::vector<at::Tensor> CommStepChannels::recv(int, int src, const std::vector<WireSpec>& specs, c10::Device device) {
-  int64_t total = 0;
-  for (const auto& s : specs) total += aligned(bytesOf(s));
+  const int64_t total = packedBytes(specs);
   const c10::Device where = dist_.nccl() ? device : c10::Device(c10::kCPU);
-  at::Tensor packed = dist_.recv(src, 0, where, DistContext::Shape{{total}, at::kByte, true});
+  at::Tensor packed;
+  if (auto it = posted_.find(src); it != posted_.end() && !it->second.empty()) {
+    Posted p = std::move(it->second.front());
+    it->second.pop_front();
+    if (p.bytes != total)
+      internalError("receiving from rank " + std::to_string(src),
+                    "a posted receive of " + std::to_string(p.bytes) + " bytes taken for " + std::to_string(total));
+    packed = dist_.wait(p.recv, src);
+  } else {
+    packed = dist_.recv(src, 0, where, DistContext::Shape{{total}, at::kByte, true});
+  }
   std::vector<at::Tensor> out;
   int64_t offset = 0;
   for (const auto& s : specs) {

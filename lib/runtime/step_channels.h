@@ -41,6 +41,13 @@ class StepChannels {
   // The next values `src` sent to this worker, on `device`; throws Aborted
   // after abort(), an Error naming the peer when they do not fit `specs`.
   virtual std::vector<at::Tensor> recv(int self, int src, const std::vector<WireSpec>& specs, c10::Device device) = 0;
+  // Says now that a later recv(self, src, specs, device) will come, so that
+  // the bytes may move before it does (across processes over Gloo: the
+  // receive is posted now, DistContext::postRecv says why). A worker
+  // preposts a source's messages in the order it receives them, and every
+  // receive from that source after a prepost is a preposted one. A no-op
+  // where nothing waits on the receiver (one process; NCCL).
+  virtual void prepost(int self, int src, const std::vector<WireSpec>& specs, c10::Device device) {}
   virtual void abort() = 0;
 };
 
@@ -66,10 +73,16 @@ class CommStepChannels : public StepChannels {
   explicit CommStepChannels(DistContext& dist) : dist_(dist) {}
   void send(int self, int dst, const std::vector<at::Tensor>& values) override;
   std::vector<at::Tensor> recv(int self, int src, const std::vector<WireSpec>& specs, c10::Device device) override;
+  void prepost(int self, int src, const std::vector<WireSpec>& specs, c10::Device device) override;
   void abort() override {}  // the rank's waits end through DistContext::interrupt
 
  private:
+  struct Posted {
+    DistContext::PostedRecv recv;
+    int64_t bytes = 0;  // what the specs pack to: checked against the recv that takes it
+  };
   DistContext& dist_;
+  std::map<int, std::deque<Posted>> posted_;  // by source, in posting order
 };
 
 }  // namespace pipecut::runtime

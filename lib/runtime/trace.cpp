@@ -35,7 +35,13 @@ void Trace::write(const support::Destination& dst, const std::map<int, std::stri
                       {"ts", e.tsUs}, {"dur", e.durUs}});
   std::string text = nlohmann::json{{"traceEvents", events},
                                     {"displayTimeUnit", "ms"},
-                                    {"otherData", {{"format", kTraceFormat}}}}.dump() + "\n";
+                                    {"otherData", {{"format", kTraceFormat},
+                                                   // Where ts 0 lies on this machine's steady clock (CLOCK_MONOTONIC,
+                                                   // shared by its processes): ranks' traces line up by it.
+                                                   {"origin_steady_us", std::chrono::duration<double, std::micro>(
+                                                                            origin_.time_since_epoch()).count()}}}}
+                         .dump() +
+                     "\n";
   support::writeFileStaged(dst, [&](const support::ByteSink& sink) { sink(text.data(), text.size()); });
 }
 
