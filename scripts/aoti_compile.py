@@ -8,7 +8,7 @@ file on stdin; REQUEST is one JSON object:
       prints {"torch": torch.__version__, "cuda": <a CUDA device is usable>}
 
   {"mode": "compile", "source": STAGE.pt2, "output": PACKAGE.pt2,
-   "device": "cpu"|"cuda", "options": {Inductor config},
+   "device": "cpu"|"cuda", "options": {Inductor config, and pipecut's "pipecut.*" keys},
    "inputs": [{"dtype": "float32", "shape": [4, 8], "dims": [SYMBOL or null, ...]}, ...],
    "symbols": {SYMBOL: [min, max or null]},
    "state": [{"name": FQN, "initial": "zeros"|"stored"}, ...]}
@@ -22,6 +22,9 @@ way pipecut-run passes state to TorchScript stages, so that a runner keeps
 one set per sequence group: the stage is exported again around its module
 with the state swapped in for the buffers. A "stored" initial value travels
 in the package's metadata ("pipecut.state.K": dtype, shape, hex bytes).
+
+Linear layers: with "pipecut.cpu_matmul": "onednn" (pipecut's default for
+CPU packages) float32 linears become oneDNN's (route_linears_to_onednn).
 
 Weights: with "aot_inductor.package_constants_in_so" false (pipecut's
 default on the CPU) the package holds none and its metadata says
@@ -117,6 +120,54 @@ def constants_as_buffers(ep):
     for i, s in enumerate(specs):
         if s.kind == InputKind.CONSTANT_TENSOR:
             specs[i] = InputSpec(kind=InputKind.BUFFER, arg=s.arg, target=s.target, persistent=False)
+
+
+def route_linears_to_onednn(ep):
+    """Float32 linear layers whose weight (and bias) the program holds become
+    mkldnn._linear_pointwise, oneDNN's linear: the kernels pipecut-run runs
+    a TorchScript stage's linears with on the CPU by default
+    (runtime/linear_kernels.h, whose rule this is: a parameter or buffer,
+    float32, 2-D, contiguous, on the CPU, no empty dimension; a bias absent
+    or such a 1-D one). Left to itself Inductor calls ATen's mm/addmm for
+    them, i.e. MKL, whose code path follows the CPU's vendor (AVX2 on AMD
+    CPUs with AVX-512); it keeps this call as one extern kernel
+    (aoti_torch_cpu__linear_pointwise) and fuses a SiLU or GELU after it
+    into it. The weights stay the program's, by FQN. Returns how many."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    held = {s.arg.name: s.target for s in ep.graph_signature.input_specs
+            if s.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
+    tensors = {**ep.state_dict, **ep.constants}
+
+    def eligible(node, dim):
+        if node is None:
+            return dim == 1
+        if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or node.name not in held:
+            return False
+        t = tensors.get(held[node.name])
+        return (isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.dim() == dim and t.is_contiguous()
+                and t.device.type == "cpu" and t.layout == torch.strided and all(n > 0 for n in t.shape))
+
+    linear = torch.ops.aten.linear.default
+    count = 0
+    for node in list(ep.graph.nodes):
+        if node.op != "call_function" or node.target is not linear or node.kwargs:
+            continue
+        x, weight, bias = (list(node.args) + [None])[:3]
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if val is None or val.dtype != torch.float32 or not eligible(weight, 2) or not eligible(bias, 1):
+            continue
+        with ep.graph.inserting_before(node):
+            call = ep.graph.call_function(torch.ops.mkldnn._linear_pointwise.default,
+                                          (x, weight, bias, "none", [], None))
+        call.meta = dict(node.meta)
+        node.replace_all_uses_with(call)
+        ep.graph.erase_node(node)
+        count += 1
+    if count:
+        ep.graph_module.recompile()
+    return count
 
 
 def widen_masked_grouped_attention(ep):
@@ -227,6 +278,14 @@ def compile_stage(req):
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
     options = dict(req.get("options") or {})
+    # pipecut's own settings ride with Inductor's, under "pipecut.".
+    ours = {k: options.pop(k) for k in list(options) if k.startswith("pipecut.")}
+    if device == "cpu" and ours.get("pipecut.cpu_matmul") == "onednn" and not options.get("freezing"):
+        # Before the state wrapper and the re-export, which trace the call as
+        # it is. Freezing makes oneDNN linears of its own, weights prepacked
+        # (in AOT mode Inductor packs float32 weights for oneDNN, not MKL),
+        # from the mm/addmm it would otherwise call.
+        route_linears_to_onednn(ep)
     stage_names = set(ep.state_dict) | set(ep.constants)
     metadata, prefix = {}, ""
     if req.get("state"):
@@ -247,7 +306,10 @@ def compile_stage(req):
             opts["aot_inductor.metadata"] = {**opts.get("aot_inductor.metadata", {}), **meta}
         if weights == "package":
             opts["aot_inductor.package_constants_in_so"] = True
-        torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=opts)
+        # Inference packages, compiled as such: Inductor freezes (folds and
+        # prepacks the weights it was told to, "freezing") only without grad.
+        with torch.no_grad():
+            torch._inductor.aoti_compile_and_package(ep, package_path=req["output"], inductor_configs=opts)
 
     start = time.monotonic()
     weights = "stage" if weightless else "package"

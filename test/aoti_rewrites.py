@@ -16,6 +16,13 @@ writes, without compiling (run_aoti compiles):
   sends, every stage input records a contiguous layout (what pipecut-run
   passes a package), the sizes stay symbolic, and the outputs at other
   sizes are bitwise the same.
+- route_linears_to_onednn: llama_tiny's stages again (every projection a
+  float32 linear with a parameter weight) and a program whose linears
+  take a computed weight, a float64 one and an empty one, which stay
+  ATen's. What pipecut compile does on the CPU by default; the rewritten
+  graph traces again (the state wrapper and the re-export trace it) and
+  gives ATen's outputs within float32 rounding, its own bit for bit run to
+  run.
 
 usage: aoti_rewrites.py PIPECUT SOURCE_DIR OUT_DIR"""
 import copy
@@ -29,7 +36,8 @@ import torch
 
 pipecut, src, out = sys.argv[1:4]
 sys.path.insert(0, os.path.join(src, "scripts"))
-from aoti_compile import strided_user_inputs, widen_masked_grouped_attention, with_contiguous_inputs  # noqa: E402
+from aoti_compile import (route_linears_to_onednn, strided_user_inputs,  # noqa: E402
+                          widen_masked_grouped_attention, with_contiguous_inputs)
 
 shutil.rmtree(out, ignore_errors=True)
 subprocess.run([pipecut, "split", "-q", os.path.join(src, "testdata", "models", "llama_tiny.pt2"),
@@ -145,6 +153,47 @@ for seed, size in enumerate((3, 5, 11)):
     args = tensors(req, {k: size + i for i, k in enumerate(symbols)}, seed)
     for x, y in zip(run(before, args), run(after, args)):
         assert torch.equal(x, y), (size, (x - y).abs().max())
+
+LINEAR, ONEDNN = torch.ops.aten.linear.default, torch.ops.mkldnn._linear_pointwise.default
+
+
+def calls(ep, target):
+    return sum(n.op == "call_function" and n.target is target for n in ep.graph.nodes)
+
+
+routed = 0
+for name in stages:
+    blas = torch.export.load(os.path.join(out, name))
+    onednn = copy.deepcopy(blas)
+    linears = calls(blas, LINEAR)
+    assert linears >= 2 * 7, (name, linears)  # two layers' projections (and the head)
+    assert route_linears_to_onednn(onednn) == linears, name
+    assert route_linears_to_onednn(onednn) == 0 and calls(onednn, LINEAR) == 0, name
+    args = example(blas)
+    retraced = torch.export.export(onednn.module(), tuple(args), strict=False)
+    assert calls(retraced, ONEDNN) == linears, name
+    for x, y, z in zip(run(blas, args), run(onednn, args), run(retraced, args)):
+        assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), (name, (x - y).abs().max())
+        assert torch.equal(y, z), name
+    routed += linears
+
+
+class Kept(torch.nn.Module):
+    """Linears the rewrite must leave: a computed weight, float64, an empty reduction."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(5, 3))
+        self.wd = torch.nn.Parameter(torch.randn(5, 3, dtype=torch.float64))
+        self.empty = torch.nn.Parameter(torch.randn(5, 0))
+
+    def forward(self, x, xd, e):
+        return (torch.nn.functional.linear(x, self.w * 2), torch.nn.functional.linear(xd, self.wd),
+                torch.nn.functional.linear(e, self.empty), torch.nn.functional.linear(x, self.w))
+
+
+kept = torch.export.export(Kept(), (torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 0)))
+assert route_linears_to_onednn(kept) == 1 and calls(kept, LINEAR) == 3, kept.graph
 print(f"aoti_rewrites: {widened} masked grouped-query attention calls widened over {len(stages)} stages; "
       f"{len(strided)} strided stage inputs ({', '.join(strided)}) traced again contiguous, symbols "
-      f"{', '.join(symbols)} kept; outputs bitwise equal")
+      f"{', '.join(symbols)} kept; outputs bitwise equal; {routed} linears routed to oneDNN, 3 of 4 kept")

@@ -67,14 +67,22 @@ for config in '{}' '{"freezing": true}' '{"freezing": true, "aot_inductor.packag
 done
 contains "recorded compile message" "stage 0: AOTInductor cannot compile it for cpu: RuntimeError: recorded"
 [[ ! -e split/stage_000.aoti-cpu.pt2 && -z $(compgen -G 'split.tmp.*') ]] && ok || bad "recorded compile: nothing written"
+expect 2 "recorded compile, blas" -- "$pipecut" compile split --python "$out/recording-python" --no-cache -j 1 \
+  --cpu-matmul blas -q
+expect 1 "--cpu-matmul for cuda" -- "$pipecut" compile split --device cuda --cpu-matmul blas --python "$py" -q
+contains "--cpu-matmul for cuda message" "--cpu-matmul: chooses the kernels of CPU packages (--device cpu)"
+expect 1 "--cpu-matmul value" -- "$pipecut" compile split --cpu-matmul mkl --python "$py" -q
+contains "--cpu-matmul value message" "--cpu-matmul: mkl not in {onednn,blas}"
 "$py" - requests.jsonl <<'EOF' && ok || bad "compile options sent to the script"
 import json, sys
 options = [json.loads(line)["options"] for line in open(sys.argv[1])]
+onednn = {"pipecut.cpu_matmul": "onednn"}
 assert options == [
-    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True},
-    {"cpp.dynamic_threads": True, "freezing": True},
-    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "freezing": True},
-    {"aot_inductor.use_runtime_constant_folding": True, "cpp.dynamic_threads": True},
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, **onednn},
+    {"cpp.dynamic_threads": True, "freezing": True, **onednn},
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "freezing": True, **onednn},
+    {"aot_inductor.use_runtime_constant_folding": True, "cpp.dynamic_threads": True, **onednn},
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "pipecut.cpu_matmul": "blas"},
 ], options
 EOF
 if ! "$py" -c 'import torch, sys; sys.exit(torch.cuda.is_available())'; then
@@ -94,7 +102,7 @@ for i, st in enumerate(m["stages"]):
     (pkg,) = [f for f in st["files"] if f["format"] == "aoti"]
     c = pkg["compiled"]
     assert pkg["path"] == f"stage_{i:03d}.aoti-cpu.pt2", pkg
-    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true}', c
+    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true,"pipecut.cpu_matmul":"onednn"}', c
     assert c["source"] == f"stage_{i:03d}.pt2" and len(c["key"]) == 64 and len(pkg["xxh3_128"]) == 32, c
     assert c["key"] == r["stages"][i]["key"]
 EOF
@@ -320,7 +328,7 @@ got = [[weights(f"{d}/stage_00{k}.aoti-cpu.pt2") for k in (0, 1)] for d in sys.a
 assert got == [["stage", "stage"], [None, None]], got
 options = [f["compiled"]["options"] for st in json.load(open("cnn.folded/manifest.json"))["stages"]
            for f in st["files"] if f["format"] == "aoti"]
-assert options == ['{"aot_inductor.use_runtime_constant_folding":true,"cpp.dynamic_threads":true}'] * 2, options
+assert options == ['{"aot_inductor.use_runtime_constant_folding":true,"cpp.dynamic_threads":true,"pipecut.cpu_matmul":"onednn"}'] * 2, options
 EOF
 for d in cnn cnn.folded; do
   expect 0 "$d packages vs PyTorch" -- "$run" $d --stage-format aoti -m 4 --inputs "$cnn" --check "$cnn" -q

@@ -391,6 +391,11 @@ CompileResult compileDirectory(const CompileRequest& r) {
         !given.contains("aot_inductor.package_constants_in_so"))
       config.erase("aot_inductor.package_constants_in_so");
   }
+  if (!r.cpuMatmul.empty() && r.device != "cpu")
+    throw Error(ErrorKind::Usage, "", "--cpu-matmul", "chooses the kernels of CPU packages (--device cpu)");
+  if (!r.cpuMatmul.empty() && r.cpuMatmul != "onednn" && r.cpuMatmul != "blas")
+    throw Error(ErrorKind::Usage, "", "--cpu-matmul", "expected onednn or blas, got '" + r.cpuMatmul + "'");
+  if (r.device == "cpu") config["pipecut.cpu_matmul"] = r.cpuMatmul.empty() ? "onednn" : r.cpuMatmul;
   const std::string options = config.dump();  // keys sorted: one text per configuration
   const bool weightless = weightsLeftOut(options);
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);

@@ -61,6 +61,7 @@ struct CompileOptions {
   bool json = false;
   bool verbose = false;
   std::string inductorConfig;
+  std::string cpuMatmul;  // "" for the default
 };
 int runCompile(const CompileOptions& o);
 

@@ -21,6 +21,7 @@ int runCompile(const CompileOptions& o) {
   r.progress = !o.quiet && !o.json && support::stderrIsTerminal();
   r.verbose = o.verbose;
   r.inductorConfig = o.inductorConfig;
+  r.cpuMatmul = o.cpuMatmul;
   driver::CompileResult res = driver::compileDirectory(r);
   if (o.json) {
     nlohmann::json j = {{"ok", true}, {"device", o.device}, {"python", res.python}, {"torch_version", res.torchVersion},

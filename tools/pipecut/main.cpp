@@ -107,6 +107,11 @@ int main(int argc, char** argv) {
   cmp->add_option("--inductor-config", compile.inductorConfig,
                   "Inductor settings as a JSON object over pipecut's defaults (e.g. '{\"freezing\": true}'); "
                   "recorded in the manifest and part of each package's key");
+  cmp->add_option("--cpu-matmul", compile.cpuMatmul,
+                  "what runs a CPU package's float32 linear layers: onednn (oneDNN's linear, as pipecut-run runs "
+                  "TorchScript stages; the default) or blas (ATen's BLAS, MKL, as PyTorch runs them); recorded with "
+                  "the options")
+      ->check(CLI::IsMember({"onednn", "blas"}));
 
   cli::MergeOptions merge;
   auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "
