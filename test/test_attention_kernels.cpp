@@ -17,29 +17,42 @@
 
 using namespace pipecut;
 
-TEST_CASE("on a GPU, masked grouped-query attention is widened again to the kernels it was exported for", "[emit]") {
-  // llama_tiny: 4 query heads over 2 KV heads, with a mask; normalizing
-  // hands its attention calls the narrow key and value (enable_gqa).
-  pt2::Package pkg = pt2::readPackage(test::fixture("llama_tiny"));
-  passes::PassManager pm;
-  passes::addNormalizePipeline(pm, {});
-  pm.run(pkg.program);
+namespace {
+
+// llama_tiny normalized and emitted as one TorchScript stage, as pipecut
+// split writes it: 4 layers; 4 query heads over 2 KV heads, with a mask
+// (normalizing hands its attention calls the narrow key and value,
+// enable_gqa).
+struct EmittedLlama {
   std::string bytes;
-  emit::writeTorchScript(pkg, "stage_000", [&](const void* d, size_t n) {
-    bytes.append(static_cast<const char*>(d), n);
-    return n;
-  });
-  auto load = [&] {
+  std::vector<int64_t> idsSizes;
+
+  EmittedLlama() {
+    pt2::Package pkg = pt2::readPackage(test::fixture("llama_tiny"));
+    passes::PassManager pm;
+    passes::addNormalizePipeline(pm, {});
+    pm.run(pkg.program);
+    emit::writeTorchScript(pkg, "stage_000", [&](const void* d, size_t n) {
+      bytes.append(static_cast<const char*>(d), n);
+      return n;
+    });
+    for (const auto& s : pkg.program.graph.inputs.back().value()->meta->sizes) idsSizes.push_back(s.value);
+  }
+  torch::jit::Module load() const {
     std::istringstream in(bytes);
     torch::jit::Module m = torch::jit::load(in);
     m.eval();
     return m;
-  };
-  torch::jit::Module narrow = load(), wide = load();
-  const ir::TensorMeta& ids = *pkg.program.graph.inputs.back().value()->meta;
-  std::vector<int64_t> sizes;
-  for (const auto& s : ids.sizes) sizes.push_back(s.value);
-  at::Tensor input = at::randint(0, 64, sizes, at::TensorOptions().dtype(at::kLong));
+  }
+  at::Tensor ids() const { return at::randint(0, 64, idsSizes, at::TensorOptions().dtype(at::kLong)); }
+};
+
+}  // namespace
+
+TEST_CASE("on a GPU, masked grouped-query attention is widened again to the kernels it was exported for", "[emit]") {
+  EmittedLlama llama;
+  torch::jit::Module narrow = llama.load(), wide = llama.load();
+  at::Tensor input = llama.ids();
 
   // Per graph: attention calls with enable_gqa, and repeat_interleave calls.
   auto count = [](torch::jit::Module& m) {
@@ -116,25 +129,13 @@ def forward(self, x, xd, e, flag: bool):
     }
   }
   SECTION("an emitted stage: every projection of llama_tiny, within float32 rounding of ATen's BLAS") {
-    pt2::Package pkg = pt2::readPackage(test::fixture("llama_tiny"));
-    passes::PassManager pm;
-    passes::addNormalizePipeline(pm, {});
-    pm.run(pkg.program);
-    std::string bytes;
-    emit::writeTorchScript(pkg, "stage_000", [&](const void* d, size_t n) {
-      bytes.append(static_cast<const char*>(d), n);
-      return n;
-    });
-    std::istringstream in1(bytes), in2(bytes);
-    torch::jit::Module blas = torch::jit::load(in1), onednn = torch::jit::load(in2);
+    EmittedLlama llama;
+    torch::jit::Module blas = llama.load(), onednn = llama.load();
     const size_t linears = count(blas, "aten::linear");
     CHECK(linears == 4 * 7 + 1);  // 4 layers of q, k, v, o, gate, up, down; the LM head
     CHECK(runtime::routeLinearsToOneDnn(onednn) == linears);
     CHECK(count(onednn, "aten::linear") == 0);
-    const ir::TensorMeta& ids = *pkg.program.graph.inputs.back().value()->meta;
-    std::vector<int64_t> sizes;
-    for (const auto& s : ids.sizes) sizes.push_back(s.value);
-    at::Tensor input = at::randint(0, 64, sizes, at::TensorOptions().dtype(at::kLong));
+    at::Tensor input = llama.ids();
     c10::InferenceMode guard;
     at::Tensor a = blas.forward({input}).toTuple()->elements()[0].toTensor();
     at::Tensor b = onednn.forward({input}).toTuple()->elements()[0].toTensor();
