@@ -126,37 +126,69 @@ def route_linears_to_onednn(ep):
     """Float32 linear layers whose weight (and bias) the program holds become
     mkldnn._linear_pointwise, oneDNN's linear: the kernels pipecut-run runs
     a TorchScript stage's linears with on the CPU by default
-    (runtime/linear_kernels.h, whose rule this is: a parameter or buffer,
+    (runtime/linear_kernels.h, whose rule this is: aten.linear(x, W, b), or
+    core ATen's aten.mm(x, W^T) and aten.addmm(b, x, W^T) with beta and
+    alpha 1, W^T by aten.t, permute or transpose; W a parameter or buffer,
     float32, 2-D, contiguous, on the CPU, no empty dimension; a bias absent
-    or such a 1-D one). Left to itself Inductor calls ATen's mm/addmm for
-    them, i.e. MKL, whose code path follows the CPU's vendor (AVX2 on AMD
-    CPUs with AVX-512); it keeps this call as one extern kernel
-    (aoti_torch_cpu__linear_pointwise) and fuses a SiLU or GELU after it
-    into it. The weights stay the program's, by FQN. Returns how many."""
+    or such a 1-D one, one value per output). Left to itself Inductor calls
+    ATen's mm/addmm for them, i.e. MKL, whose code path follows the CPU's
+    vendor (AVX2 on AMD CPUs with AVX-512); it keeps this call as one extern
+    kernel (aoti_torch_cpu__linear_pointwise) and fuses a SiLU or residual
+    add after it into it. The weights stay the program's, by FQN. Returns
+    how many."""
     import torch
     from torch.export.graph_signature import InputKind
 
+    aten = torch.ops.aten
     held = {s.arg.name: s.target for s in ep.graph_signature.input_specs
             if s.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
     tensors = {**ep.state_dict, **ep.constants}
 
-    def eligible(node, dim):
-        if node is None:
-            return dim == 1
+    def tensor(node):
         if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or node.name not in held:
-            return False
-        t = tensors.get(held[node.name])
+            return None
+        return tensors.get(held[node.name])
+
+    def eligible(t, dim):
         return (isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.dim() == dim and t.is_contiguous()
                 and t.device.type == "cpu" and t.layout == torch.strided and all(n > 0 for n in t.shape))
 
-    linear = torch.ops.aten.linear.default
+    def transposed_from(node):
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            return None
+        if node.target is aten.t.default:
+            return node.args[0]
+        if node.target is aten.permute.default and list(node.args[1]) == [1, 0]:
+            return node.args[0]
+        if node.target is aten.transpose.int and sorted(node.args[1:3]) in ([0, 1], [-2, -1]):
+            return node.args[0]
+        return None
+
+    def operands(node):
+        """(x, W, bias or None) of a linear layer `node` computes, else None."""
+        if node.op != "call_function":
+            return None
+        if node.target is aten.linear.default and not node.kwargs:
+            x, w, b = (list(node.args) + [None])[:3]
+            return x, w, b
+        if node.target is aten.mm.default and (w := transposed_from(node.args[1])) is not None:
+            return node.args[0], w, None
+        if (node.target is aten.addmm.default and node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1
+                and (w := transposed_from(node.args[2])) is not None):
+            return node.args[1], w, node.args[0]
+        return None
+
     count = 0
     for node in list(ep.graph.nodes):
-        if node.op != "call_function" or node.target is not linear or node.kwargs:
+        found = operands(node)
+        if found is None:
             continue
-        x, weight, bias = (list(node.args) + [None])[:3]
+        x, weight, bias = found
         val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if val is None or val.dtype != torch.float32 or not eligible(weight, 2) or not eligible(bias, 1):
+        w = tensor(weight)
+        if val is None or val.dtype != torch.float32 or not eligible(w, 2):
+            continue
+        if bias is not None and not (eligible(tensor(bias), 1) and tensor(bias).shape[0] == w.shape[0]):
             continue
         with ep.graph.inserting_before(node):
             call = ep.graph.call_function(torch.ops.mkldnn._linear_pointwise.default,
@@ -166,6 +198,7 @@ def route_linears_to_onednn(ep):
         ep.graph.erase_node(node)
         count += 1
     if count:
+        ep.graph.eliminate_dead_code()  # the transposes nothing reads now
         ep.graph_module.recompile()
     return count
 

@@ -19,7 +19,8 @@ writes, without compiling (run_aoti compiles):
 - route_linears_to_onednn: llama_tiny's stages again (every projection a
   float32 linear with a parameter weight) and a program whose linears
   take a computed weight, a float64 one and an empty one, which stay
-  ATen's. What pipecut compile does on the CPU by default; the rewritten
+  ATen's, and that program in core ATen (mm and addmm of a transposed
+  weight), routed alike. What pipecut compile does on the CPU by default; the rewritten
   graph traces again (the state wrapper and the re-export trace it) and
   gives ATen's outputs within float32 rounding, its own bit for bit run to
   run.
@@ -194,6 +195,15 @@ class Kept(torch.nn.Module):
 
 kept = torch.export.export(Kept(), (torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 0)))
 assert route_linears_to_onednn(kept) == 1 and calls(kept, LINEAR) == 3, kept.graph
+# Core ATen: the same four as mm and addmm of a transposed weight, routed as
+# linear was (one), within rounding of ATen's.
+args = (torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 0))
+core = torch.export.export(Kept(), args).run_decompositions()
+assert calls(core, LINEAR) == 0, core.graph
+want = run(core, args)
+assert route_linears_to_onednn(core) == 1 and calls(core, ONEDNN) == 1, core.graph
+for x, y in zip(run(core, args), want):
+    assert torch.allclose(x, y, rtol=1e-5, atol=1e-6), (x - y).abs().max()
 print(f"aoti_rewrites: {widened} masked grouped-query attention calls widened over {len(stages)} stages; "
       f"{len(strided)} strided stage inputs ({', '.join(strided)}) traced again contiguous, symbols "
       f"{', '.join(symbols)} kept; outputs bitwise equal; {routed} linears routed to oneDNN, 3 of 4 kept")

@@ -19,16 +19,16 @@ using namespace pipecut;
 
 namespace {
 
-// llama_tiny normalized and emitted as one TorchScript stage, as pipecut
-// split writes it: 4 layers; 4 query heads over 2 KV heads, with a mask
-// (normalizing hands its attention calls the narrow key and value,
-// enable_gqa).
+// llama_tiny (or another fixture) normalized and emitted as one TorchScript
+// stage, as pipecut split writes it: 4 layers; 4 query heads over 2 KV
+// heads, with a mask (normalizing hands its attention calls the narrow key
+// and value, enable_gqa).
 struct EmittedLlama {
   std::string bytes;
   std::vector<int64_t> idsSizes;
 
-  EmittedLlama() {
-    pt2::Package pkg = pt2::readPackage(test::fixture("llama_tiny"));
+  explicit EmittedLlama(const std::string& fixture = "llama_tiny") {
+    pt2::Package pkg = pt2::readPackage(test::fixture(fixture));
     passes::PassManager pm;
     passes::addNormalizePipeline(pm, {});
     pm.run(pkg.program);
@@ -93,8 +93,10 @@ TEST_CASE("on a CPU, float32 linear layers whose weights the module holds run th
     m.register_parameter("b", at::randn({5}), false);
     m.register_buffer("wd", at::randn({5, 3}, at::kDouble));
     m.register_buffer("empty", at::randn({5, 0}));
+    m.register_buffer("wt", at::randn({3, 5}));
+    m.register_buffer("b2", at::randn({1, 5}));
     m.define(R"JIT(
-def forward(self, x, xd, e, flag: bool):
+def forward(self, x, xd, e, x2, flag: bool):
     a = torch.linear(x, self.w, self.b)
     b = torch.linear(x, self.w)
     c = torch.linear(xd, self.wd)
@@ -105,36 +107,50 @@ def forward(self, x, xd, e, flag: bool):
         g = torch.linear(x, self.w, self.b + 1.0)
     else:
         g = torch.linear(x, self.w, self.b)
-    return (a, b, c, d, f, g)
+    h = torch.mm(x2, self.w.t())
+    i = torch.addmm(self.b, x2, torch.permute(self.w, [1, 0]))
+    j = torch.addmm(self.b, x2, torch.transpose(self.w, 0, 1), beta=2)
+    k = torch.mm(x2, self.wt)
+    l = torch.addmm(self.b2, x2, self.w.t())
+    return (a, b, c, d, f, g, h, i, j, k, l)
 )JIT");
     torch::jit::Module original = m.clone();
-    // a and b, and g's else branch; c is float64, d's weight and g's
-    // then-branch bias are computed, f's weight has an empty dimension.
-    CHECK(runtime::routeLinearsToOneDnn(m) == 3);
+    // a and b, g's else branch, and core ATen's h and i; c is float64, d's
+    // weight and g's then-branch bias are computed, f's weight has an empty
+    // dimension, j scales the bias, k's weight is no transposed module
+    // tensor, l's bias broadcasts from [1, 5].
+    CHECK(runtime::routeLinearsToOneDnn(m) == 5);
     CHECK(runtime::routeLinearsToOneDnn(m) == 0);
-    CHECK(count(m, "mkldnn::_linear_pointwise") == 3);
+    CHECK(count(m, "mkldnn::_linear_pointwise") == 5);
     CHECK(count(m, "aten::linear") == 4);
+    CHECK(count(m, "aten::mm") + count(m, "aten::addmm") == 3);
     c10::InferenceMode guard;
-    at::Tensor x = at::randn({2, 4, 3}), xd = at::randn({2, 3}, at::kDouble), e = at::randn({2, 0});
+    at::Tensor x = at::randn({2, 4, 3}), xd = at::randn({2, 3}, at::kDouble), e = at::randn({2, 0}), x2 = at::randn({2, 3});
     for (bool flag : {true, false}) {
-      auto got = m.forward({x, xd, e, flag}).toTuple()->elements();
-      auto want = original.forward({x, xd, e, flag}).toTuple()->elements();
+      auto got = m.forward({x, xd, e, x2, flag}).toTuple()->elements();
+      auto want = original.forward({x, xd, e, x2, flag}).toTuple()->elements();
       REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         CAPTURE(i, flag);
         CHECK(got[i].toTensor().sizes() == want[i].toTensor().sizes());
         CHECK(at::allclose(got[i].toTensor(), want[i].toTensor(), 1e-5, 1e-6));
       }
-      for (size_t i : {2, 3, 4}) CHECK(at::equal(got[i].toTensor(), want[i].toTensor()));  // untouched calls
+      for (size_t i : {2, 3, 4, 8, 9, 10}) CHECK(at::equal(got[i].toTensor(), want[i].toTensor()));  // untouched calls
     }
   }
   SECTION("an emitted stage: every projection of llama_tiny, within float32 rounding of ATen's BLAS") {
-    EmittedLlama llama;
+    // llama_tiny_decomp is the same model in core ATen: its projections are
+    // aten::mm of a permuted weight.
+    const std::string fixture = GENERATE(std::string("llama_tiny"), std::string("llama_tiny_decomp"));
+    CAPTURE(fixture);
+    EmittedLlama llama(fixture);
     torch::jit::Module blas = llama.load(), onednn = llama.load();
-    const size_t linears = count(blas, "aten::linear");
-    CHECK(linears == 4 * 7 + 1);  // 4 layers of q, k, v, o, gate, up, down; the LM head
+    const size_t linears = count(blas, "aten::linear") + count(blas, "aten::mm") + count(blas, "aten::addmm");
+    // 4 layers of q, k, v, o, gate, up, down; the LM head. Core ATen writes
+    // each o_proj as a bmm of an expanded weight, which stays ATen's.
+    CHECK(linears == (fixture == "llama_tiny" ? 4 * 7 + 1 : 4 * 6 + 1));
     CHECK(runtime::routeLinearsToOneDnn(onednn) == linears);
-    CHECK(count(onednn, "aten::linear") == 0);
+    CHECK(count(onednn, "aten::linear") + count(onednn, "aten::mm") + count(onednn, "aten::addmm") == 0);
     at::Tensor input = llama.ids();
     c10::InferenceMode guard;
     at::Tensor a = blas.forward({input}).toTuple()->elements()[0].toTensor();

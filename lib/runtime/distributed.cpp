@@ -446,7 +446,7 @@ at::Tensor DistContext::wait(PostedRecv& posted, int src) {
   {
     // waitWork lists it again; an interrupt() in between finds interrupted_ set there.
     std::lock_guard<std::mutex> lk(inflightMu_);
-    inflight_.erase(std::find(inflight_.begin(), inflight_.end(), posted.work));
+    if (auto it = std::find(inflight_.begin(), inflight_.end(), posted.work); it != inflight_.end()) inflight_.erase(it);
   }
   auto start = std::chrono::steady_clock::now();
   try {

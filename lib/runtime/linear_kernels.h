@@ -11,11 +11,14 @@
 // for oneDNN linear layers; it takes the weight as it lies (no packed copy,
 // so no second copy of the weights) and any input rank, as aten::linear does.
 //
-// Only what is known at load time is rewritten: a linear whose weight is a
-// module tensor (a prim::GetAttr chain from the method's self) that is
-// float32, 2-D, contiguous, on the CPU and has no empty dimension (oneDNN
-// refuses an empty reduction), and whose bias is absent or such a 1-D
-// tensor. A computed weight or bias keeps aten::linear. The rewritten call
+// Only what is known at load time is rewritten: a linear layer, as
+// aten::linear(x, W, b) or as core ATen writes one (aten::mm(x, W^T),
+// aten::addmm(b, x, W^T) with beta and alpha 1, W^T by aten::t, permute or
+// transpose), whose weight W is a module tensor (a prim::GetAttr chain from
+// the method's self) that is float32, 2-D, contiguous, on the CPU and has
+// no empty dimension (oneDNN refuses an empty reduction), and whose bias is
+// absent or such a 1-D tensor of one value per output. A computed weight
+// or bias keeps ATen's call. The rewritten call
 // has no backward: only modules that run without autograd (inference,
 // generation, the profile) are rewritten, never a training stage.
 #include <cstddef>
