@@ -11,3 +11,9 @@ contains() {  # contains DESCRIPTION NEEDLE: the last command's output holds NEE
 }
 ok() { pass=$((pass+1)); }                      # a check passed
 bad() { echo "FAIL ($1)"; fail=$((fail+1)); }  # bad DESCRIPTION: a check failed
+# What --cpu-matmul auto takes on this machine, read from the kernel's
+# /proc/cpuinfo (runtime/cpu_matmul.h asks CPUID): blas on Intel CPUs,
+# onednn on other x86 CPUs, blas off x86.
+cpu_vendor=$(awk -F': ' '/^vendor_id/ {print $2; exit}' /proc/cpuinfo)
+auto_matmul=blas
+[[ -n $cpu_vendor && $cpu_vendor != GenuineIntel ]] && auto_matmul=onednn

@@ -12,9 +12,9 @@ run=$1 src=$2 splits=$3 port=${4:-29700} backend=${5:-gloo}
 models=$src/testdata/models
 fail=0 pass=0
 # whole MODEL M REF [MATMUL]: the unsplit program's outputs, computed once per
-# (model, M, --cpu-matmul; onednn unless told).
+# (model, M, --cpu-matmul; auto unless told).
 whole() {
-  local model=$1 m=$2 ref=$3 matmul=${4:-onednn}
+  local model=$1 m=$2 ref=$3 matmul=${4:-auto}
   local dst="$splits/$1.whole.dist.$backend.$matmul.mb$2.safetensors"
   if [[ ! -f $dst ]]; then
     "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --cpu-matmul "$matmul" --output "$dst" -q >/dev/null 2>&1 ||

@@ -15,12 +15,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/test_part.sh"  # part, want_m1
 # references, which may come from a CPU that rounds differently. Run once per
 # (model, M), when a split first needs it; `unsplit MODEL M blas` runs it with
 # --cpu-matmul blas (ATen's BLAS, what NativeRT's .pt2 stages run) into
-# MODEL.whole.blas.mbM.safetensors.
+# MODEL.whole.blas.mbM.safetensors (onednn likewise; unsaid, auto).
 declare -A whole=()
-unsplit() {  # unsplit MODEL M [blas]
-  local model=$1 m=$2 ref=$models/$1.ref.safetensors matmul=${3:-onednn} tag=""
+unsplit() {  # unsplit MODEL M [auto|onednn|blas]
+  local model=$1 m=$2 ref=$models/$1.ref.safetensors matmul=${3:-auto} tag=""
   [[ $m == 4 ]] && ref=$models/$model.mb4.ref.safetensors
-  [[ $matmul == blas ]] && tag=.blas
+  [[ $matmul != auto ]] && tag=.$matmul
   [[ -n ${whole[$model.$m$tag]:-} ]] && return
   whole[$model.$m$tag]=1
   expect 0 "$model unsplit M=$m $matmul" -- "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --check "$ref" \
@@ -64,6 +64,20 @@ if [[ $part == rest ]]; then
 fi
 unsplit mlp 1
 unsplit multi_io 1
+# Both kernel choices, whichever one this CPU's auto takes (blas on Intel CPUs,
+# onednn on other x86 ones: runtime/cpu_matmul.h): a split bit for bit the
+# unsplit program with the same choice, and auto bit for bit its own. mlp's
+# products sum in another order under oneDNN (llama_tiny's are too small to
+# differ), so that the last check tells the two apart.
+for matmul in onednn blas; do
+  unsplit mlp 4 "$matmul"
+  expect 0 "mlp.2 --cpu-matmul $matmul M=4" -- "$run" "$splits/mlp.2" -m 4 --cpu-matmul "$matmul" \
+    --inputs "$models/mlp.mb4.ref.safetensors" --check "$out/mlp.whole.$matmul.mb4.safetensors" --exact -q
+done
+cmp -s "$out/mlp.whole.onednn.mb4.safetensors" "$out/mlp.whole.blas.mb4.safetensors" &&
+  bad "mlp: onednn and blas agree bit for bit, so the next check tells nothing" || ok
+expect 0 "auto is $auto_matmul on this $cpu_vendor CPU" -- "$run" "$splits/mlp.whole" -m 4 \
+  --inputs "$models/mlp.mb4.ref.safetensors" --check "$out/mlp.whole.$auto_matmul.mb4.safetensors" --exact -q
 # The plain .pt2 stages run as they are where they hold no region.
 for name in mlp.2 cnn_bn.4 dynamic_flatten.2 llama_tiny_decomp.4; do
   model=${name%.*}

@@ -6,13 +6,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <sstream>
 
 #include "emit/torchscript.h"
 #include "passes/pass_manager.h"
 #include "pt2/package.h"
 #include "runtime/attention_kernels.h"
+#include "runtime/cpu_matmul.h"
 #include "runtime/linear_kernels.h"
+#include "support/host_cpu.h"
 #include "test_util.h"
 
 using namespace pipecut;
@@ -74,6 +77,25 @@ TEST_CASE("on a GPU, masked grouped-query attention is widened again to the kern
   at::Tensor a = narrow.forward({input}).toTuple()->elements()[0].toTensor();
   at::Tensor b = wide.forward({input}).toTuple()->elements()[0].toTensor();
   CHECK(at::equal(a, b));  // enable_gqa is repeat_interleave by definition; on the CPU, bitwise
+}
+
+TEST_CASE("--cpu-matmul auto takes ATen's BLAS on Intel CPUs and oneDNN on other x86 CPUs", "[emit]") {
+  using runtime::CpuMatmul;
+  CHECK(runtime::autoCpuMatmul("GenuineIntel") == CpuMatmul::Blas);
+  CHECK(runtime::autoCpuMatmul("AuthenticAMD") == CpuMatmul::OneDnn);
+  CHECK(runtime::autoCpuMatmul("HygonGenuine") == CpuMatmul::OneDnn);
+  CHECK(runtime::autoCpuMatmul("") == CpuMatmul::Blas);  // not x86: ATen's own choice
+  // This machine's, against what the kernel says of it.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line))
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  CHECK(support::hostCpuVendor() == vendor);
+  CHECK(runtime::resolveCpuMatmul(CpuMatmul::Auto) == runtime::autoCpuMatmul(vendor));
+  CHECK(runtime::resolveCpuMatmul(CpuMatmul::OneDnn) == CpuMatmul::OneDnn);
+  CHECK(runtime::resolveCpuMatmul(CpuMatmul::Blas) == CpuMatmul::Blas);
+  CHECK(runtime::parseCpuMatmul("auto") == CpuMatmul::Auto);
+  CHECK(!runtime::parseCpuMatmul("mkl"));
 }
 
 TEST_CASE("on a CPU, float32 linear layers whose weights the module holds run through oneDNN", "[emit]") {

@@ -253,16 +253,18 @@ TEST_CASE("pipecut-run options: ranges and lists checked when parsed", "[safety]
   usage({"D", "--train", "--data", "x", "--betas", "0.9,1"}, "--betas: expected two numbers in [0, 1)");
   usage({"D", "--random-inputs", "--expect-manifest", "abc"}, "--expect-manifest: expected 64 hex digits");
   usage({"D", "--random-inputs", "--expect-manifest", std::string(64, 'a'), "--no-verify"}, "excludes");
-  usage({"D", "--random-inputs", "--cpu-matmul", "mkl"}, "--cpu-matmul: expected onednn or blas");
+  usage({"D", "--random-inputs", "--cpu-matmul", "mkl"}, "--cpu-matmul: expected auto, onednn or blas");
   usage({"D", "--train", "--data", "x", "--cpu-matmul", "onednn"}, "excludes");  // training runs ATen's BLAS
   cli::RunCommand ok = parse({"D", "--random-inputs", "--stage-ranks", "0,0,1", "--timeout", "2.5", "-m", "3"});
   REQUIRE(ok.mode == cli::RunCommand::Mode::Run);
   CHECK(ok.inference.session.stageRanks == std::vector<int>{0, 0, 1});
   CHECK(ok.inference.session.timeoutSeconds == 2.5);
   CHECK(ok.inference.session.microbatches == 3);
-  CHECK(ok.inference.session.cpuMatmul == runtime::CpuMatmul::OneDnn);
+  CHECK(ok.inference.session.cpuMatmul == runtime::CpuMatmul::Auto);
   CHECK(parse({"D", "--generate", "--prompts", "p", "--cpu-matmul", "blas"}).generate.session.cpuMatmul ==
         runtime::CpuMatmul::Blas);
+  CHECK(parse({"D", "--random-inputs", "--cpu-matmul", "onednn"}).inference.session.cpuMatmul ==
+        runtime::CpuMatmul::OneDnn);
   cli::RunCommand help = parse({"--help"});
   CHECK(help.mode == cli::RunCommand::Mode::Exit);
   CHECK(help.exitCode == 0);

@@ -26,9 +26,11 @@
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
 #include "pt2/package.h"
+#include "runtime/cpu_matmul.h"
 #include "support/digest.h"
 #include "support/error.h"
 #include "support/files.h"
+#include "support/host_cpu.h"
 #include "support/parallel.h"
 #include "support/progress.h"
 #include "support/sha256.h"
@@ -393,9 +395,15 @@ CompileResult compileDirectory(const CompileRequest& r) {
   }
   if (!r.cpuMatmul.empty() && r.device != "cpu")
     throw Error(ErrorKind::Usage, "", "--cpu-matmul", "chooses the kernels of CPU packages (--device cpu)");
-  if (!r.cpuMatmul.empty() && r.cpuMatmul != "onednn" && r.cpuMatmul != "blas")
-    throw Error(ErrorKind::Usage, "", "--cpu-matmul", "expected onednn or blas, got '" + r.cpuMatmul + "'");
-  if (r.device == "cpu") config["pipecut.cpu_matmul"] = r.cpuMatmul.empty() ? "onednn" : r.cpuMatmul;
+  const auto matmul = runtime::parseCpuMatmul(r.cpuMatmul.empty() ? "auto" : r.cpuMatmul);
+  if (!matmul)
+    throw Error(ErrorKind::Usage, "", "--cpu-matmul", "expected auto, onednn or blas, got '" + r.cpuMatmul + "'");
+  // Auto is settled here, by the compiling machine's CPU (the package's
+  // kernels are compiled for its instruction sets too), and recorded as
+  // settled: the key and the record say which kernels a package holds.
+  if (r.device == "cpu")
+    config["pipecut.cpu_matmul"] = runtime::cpuMatmulName(
+        *matmul == runtime::CpuMatmul::Auto ? runtime::autoCpuMatmul(support::hostCpuVendor()) : *matmul);
   const std::string options = config.dump();  // keys sorted: one text per configuration
   const bool weightless = weightsLeftOut(options);
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);

@@ -45,12 +45,14 @@ struct CompileRequest {
   // false} on the CPU; "freezing" keeps the weights in); part of the key and
   // the record.
   std::string inductorConfig;
-  // CPU packages: "onednn" (the default, for "") has the compile script turn
-  // float32 linear layers into oneDNN's linear before Inductor sees them,
-  // the kernels pipecut-run gives TorchScript stages (runtime/cpu_matmul.h);
-  // "blas" leaves ATen's linear, which Inductor calls as mm/addmm. Recorded
-  // in the options as "pipecut.cpu_matmul" (the script takes "pipecut."
-  // keys for itself). A CUDA compile refuses it (Usage).
+  // CPU packages: "onednn" has the compile script turn float32 linear
+  // layers into oneDNN's linear before Inductor sees them, the kernels
+  // pipecut-run gives TorchScript stages (runtime/cpu_matmul.h); "blas"
+  // leaves ATen's linear, which Inductor calls as mm/addmm; "auto" (the
+  // default, for "") is the one of the two the compiling machine's CPU runs
+  // faster. Recorded, settled, in the options as "pipecut.cpu_matmul" (the
+  // script takes "pipecut." keys for itself). A CUDA compile refuses it
+  // (Usage).
   std::string cpuMatmul;
 };
 

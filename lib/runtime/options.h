@@ -29,7 +29,7 @@ struct SessionOptions {
   std::string backend = "auto";                 // gloo, gloo-strict, nccl, auto (nccl when stages are on CUDA)
   int threads = 0;                              // intra-op threads; 0: the thread policy's (runtime/rank_session.h)
   StageFormat stageFormat = StageFormat::TorchScript;  // which files run: .pt, or .pt2 through NativeRT
-  CpuMatmul cpuMatmul = CpuMatmul::OneDnn;      // TorchScript stages on a CPU, not training (runtime/cpu_matmul.h)
+  CpuMatmul cpuMatmul = CpuMatmul::Auto;        // TorchScript stages on a CPU, not training (runtime/cpu_matmul.h)
   bool verifyHashes = true;                     // check stage files against the manifest before loading
   std::string expectManifestSha256;             // refuse a split whose manifest.pb hashes otherwise (manifest/directory.h)
   std::string tracePath;                        // a Chrome trace (per rank across processes)

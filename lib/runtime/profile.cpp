@@ -279,7 +279,7 @@ ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePa
   }
   pm.module.to(device);
   // The kernels pipecut-run would run, so that --balance time weighs what runs.
-  if (device.is_cpu() && o.session.cpuMatmul == CpuMatmul::OneDnn) {
+  if (device.is_cpu() && resolveCpuMatmul(o.session.cpuMatmul) == CpuMatmul::OneDnn) {
     const size_t before = pm.nodes.size();
     if (routeLinearsToOneDnn(*pm.graph, pm.module._ivalue())) {
       // One call for one, and the shared arguments first (runtime/linear_kernels.h).

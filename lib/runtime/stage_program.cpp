@@ -158,7 +158,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
       if (!device.is_cpu()) widenMaskedGroupedAttention(*p.module_);  // runtime/attention_kernels.h says why
-      if (device.is_cpu() && matmul == CpuMatmul::OneDnn) p.oneDnnLinears_ = routeLinearsToOneDnn(*p.module_);
+      if (device.is_cpu() && resolveCpuMatmul(matmul) == CpuMatmul::OneDnn) p.oneDnnLinears_ = routeLinearsToOneDnn(*p.module_);
     } else {
       // The archive's one program is "model" (models/model.json).
       p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");

@@ -73,7 +73,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   CLI::App app{"pipecut-run: run a pipecut split directory as a micro-batched pipeline on CPUs and GPUs, "
                "in one process or across processes (torch.distributed c10d; torchrun --no-python works)"};
   app.set_version_flag("--version", std::string("pipecut-run ") + PIPECUT_VERSION);
-  std::string devices = "cpu", schedule = "gpipe", stageRanks, stageFormat = "torchscript", cpuMatmul = "onednn", betas;
+  std::string devices = "cpu", schedule = "gpipe", stageRanks, stageFormat = "torchscript", cpuMatmul = "auto", betas;
   bool noVerify = false, training = false;
 
   // What every mode has (runtime::SessionOptions).
@@ -120,8 +120,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
                              ->capture_default_str();
   auto* cpuMatmulOpt = app.add_option("--cpu-matmul", cpuMatmul,
                                       "what runs a TorchScript stage's float32 linear layers on a CPU: onednn (oneDNN, "
-                                      "chosen by the CPU's instruction sets) or blas (ATen's BLAS, MKL: what PyTorch "
-                                      "runs); training always runs blas")
+                                      "chosen by the CPU's instruction sets), blas (ATen's BLAS, MKL: what PyTorch "
+                                      "runs) or auto (blas on Intel CPUs, where MKL runs its best code, onednn on "
+                                      "other x86 CPUs); training always runs blas")
                            ->capture_default_str();
 
   // Where a forward pass's inputs come from (runtime::InputOptions): inference and --profile.
@@ -257,7 +258,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript, pt2 or aoti");
     s.stageFormat = *format;
     auto matmul = runtime::parseCpuMatmul(cpuMatmul);
-    if (!matmul) throw CLI::ValidationError("--cpu-matmul", "expected onednn or blas");
+    if (!matmul) throw CLI::ValidationError("--cpu-matmul", "expected auto, onednn or blas");
     s.cpuMatmul = *matmul;
     s.devices.clear();
     for (size_t start = 0;;) {

@@ -108,10 +108,10 @@ int main(int argc, char** argv) {
                   "Inductor settings as a JSON object over pipecut's defaults (e.g. '{\"freezing\": true}'); "
                   "recorded in the manifest and part of each package's key");
   cmp->add_option("--cpu-matmul", compile.cpuMatmul,
-                  "what runs a CPU package's float32 linear layers: onednn (oneDNN's linear, as pipecut-run runs "
-                  "TorchScript stages; the default) or blas (ATen's BLAS, MKL, as PyTorch runs them); recorded with "
-                  "the options")
-      ->check(CLI::IsMember({"onednn", "blas"}));
+                  "what runs a CPU package's float32 linear layers: onednn (oneDNN's linear), blas (ATen's BLAS, "
+                  "MKL, as PyTorch runs them) or auto (the default: as pipecut-run's auto, blas on Intel CPUs and "
+                  "onednn on other x86 CPUs, by the compiling machine's); recorded, settled, with the options")
+      ->check(CLI::IsMember({"auto", "onednn", "blas"}));
 
   cli::MergeOptions merge;
   auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "
