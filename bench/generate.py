@@ -22,6 +22,10 @@ side, alternating, --rounds times (medians):
              Gloo, --threads 1 each, --slots K
   unsplit    the one-stage split, pipecut-run --generate in one process,
              --threads 1, one slot: the same program looped
+  pair       two such unsplit runs at once, each on every prompt: their
+             tokens/s summed is what two cores give this program, the
+             pipeline's real ceiling (2x unsplit only where two busy cores
+             do not slow each other: on a VM their vCPUs may share a core)
   torch      the same exported program looped in PyTorch (ep.module()), 1 thread
   hf         transformers' generate with a static cache, batch B, 2 threads
 
@@ -35,6 +39,7 @@ With --device cuda:N (scripts/gpu_check.sh) the pipeline's two stages share
 that GPU in one process, and unsplit and hf run on it too (no PyTorch loop).
 
 Goals (issue 36): pipeline >= 1.7x unsplit (ideal 2x), pipeline >= 1.5x hf.
+Pipeline / pair says how much of the two cores' capacity the pipeline uses.
 Every run's tokens are checked: the pipeline's equal the unsplit run's.
 Tokens/s counts generated tokens over each run's generation time (pipecut:
 its report's wall time, after loading; PyTorch: the loop; hf: the generate
@@ -104,10 +109,10 @@ def prompts(a):
     return [{"id": i, "prompt": [rng.randrange(1, a.vocab) for _ in range(a.prompt_len)]} for i in range(a.prompts)]
 
 
-def run_pipecut(cmds, env_extra=None, check_exit_4=False):
-    """Runs the commands at once (ranks); returns rank 0's JSON report. With
-    check_exit_4, exit 4 (--check-tokens found a differing token) still
-    returns the report, whose "check" says where."""
+def run_pipecut(cmds, env_extra=None, check_exit_4=False, every=False):
+    """Runs the commands at once (ranks); returns rank 0's JSON report (with
+    every, each command's). With check_exit_4, exit 4 (--check-tokens found
+    a differing token) still returns the report, whose "check" says where."""
     procs = []
     for rank, cmd in enumerate(cmds):
         env = dict(os.environ)
@@ -117,7 +122,7 @@ def run_pipecut(cmds, env_extra=None, check_exit_4=False):
     for p, (o, e) in zip(procs, outs):
         if p.returncode != 0 and not (check_exit_4 and p.returncode == 4):
             raise SystemExit(f"pipecut-run failed ({p.returncode}): {e}")
-    return json.loads(outs[0][0])
+    return [json.loads(o) for o, _ in outs] if every else json.loads(outs[0][0])
 
 
 def check(report, side):
@@ -259,11 +264,11 @@ def main():
             print(f"compiled {name}: {time.perf_counter() - t0:.1f} s", flush=True)
     common = ["--generate", "--prompts", ppath, "--max-new-tokens", str(a.new_tokens), "--json", "-q", "--threads", "1",
               "--prefill-chunk", str(a.prefill_chunk)]
-    sides = ("pipeline", "unsplit", "pipeline-aoti", "unsplit-aoti", "torch", "hf") if a.aoti else \
-        ("pipeline", "unsplit", "torch", "hf")
+    sides = ("pipeline", "unsplit", "pair", "pipeline-aoti", "unsplit-aoti", "torch", "hf") if a.aoti else \
+        ("pipeline", "unsplit", "pair", "torch", "hf")
     results = {k: [] for k in sides}
     if a.device != "cpu":
-        del results["torch"]
+        del results["torch"], results["pair"]
         model.to(a.device)
     reports = {}
     for rnd in range(a.rounds):
@@ -281,6 +286,13 @@ def main():
             check(r, "unsplit" + sfx)
             results["unsplit" + sfx].append(r["generated_tokens"] / (r["wall_ms"] / 1000))
             reports["unsplit" + sfx] = r
+            if fmt == "torchscript" and a.device == "cpu":
+                both = [[*cmd[:cmd.index("--output")], "--output", os.path.join(work, f"pair{k}.{rnd}.jsonl"), "--force",
+                         "--check-tokens", out_u] for k in range(2)]
+                rs = run_pipecut(both, every=True)
+                for k, rk in enumerate(rs):
+                    check(rk, f"pair {k}")
+                results["pair"].append(sum(rk["generated_tokens"] / (rk["wall_ms"] / 1000) for rk in rs))
             out_p = os.path.join(work, f"pipeline{sfx}.{rnd}.jsonl")
             cmd = [a.pipecut_run, dirs["pipeline"], *common, *staged, *on_device, "--slots", str(a.slots),
                    "--check-tokens", ref_u]
@@ -318,6 +330,9 @@ def main():
     g2 = med["pipeline"] / med["hf"]
     print(f"\npipeline / unsplit (pipecut-run, 1 thread): {g1:.2f}x (goal >= 1.7x) {'MET' if g1 >= 1.7 else 'NOT MET'}")
     print(f"pipeline / transformers generate (2 threads): {g2:.2f}x (goal >= 1.5x) {'MET' if g2 >= 1.5 else 'NOT MET'}")
+    if "pair" in med:
+        print(f"two unsplit runs at once / one alone: {med['pair'] / med['unsplit']:.2f}x (what two cores give); "
+              f"pipeline / that: {med['pipeline'] / med['pair']:.2f}")
     if a.aoti:
         print(f"pipeline-aoti / unsplit-aoti: {med['pipeline-aoti'] / med['unsplit-aoti']:.2f}x, "
               f"pipeline-aoti / transformers generate: {med['pipeline-aoti'] / med['hf']:.2f}x, "
