@@ -6,11 +6,19 @@
 # fixture on 2 cores (each stage compiles for 20-40 s); not part of ctest
 # (test/run_aoti.sh is, on one fixture).
 #
-#   bash scripts/aoti_fixtures.sh [OUT] [--device cpu|cuda]   (default OUT: build/aoti-fixtures)
+#   bash scripts/aoti_fixtures.sh [OUT] [--device cpu|cuda] [--cpu-matmul auto|onednn|blas]
+#   (default OUT: build/aoti-fixtures; --cpu-matmul is pipecut compile's, for CPU packages)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out=${1:-$root/build/aoti-fixtures} device=cpu
-[[ ${2:-} == --device ]] && device=$3
+out=${1:-$root/build/aoti-fixtures} device=cpu matmul=()
+shift $(($# ? 1 : 0))
+while (($#)); do
+  case $1 in
+    --device) device=$2; shift 2 ;;
+    --cpu-matmul) matmul=(--cpu-matmul "$2"); shift 2 ;;
+    *) echo "aoti_fixtures.sh: unknown argument $1" >&2; exit 1 ;;
+  esac
+done
 pipecut=${PIPECUT:-$root/build/tools/pipecut} run=${PIPECUT_RUN:-$root/build/tools/pipecut-run}
 models=$root/testdata/models
 export PIPECUT_CACHE_DIR=${PIPECUT_CACHE_DIR:-$out/cache}
@@ -29,7 +37,7 @@ for spec in "$root"/testdata/specs/*.json; do
   if ! msg=$("$pipecut" split "$models/$model.pt2" --spec "$spec" -o "$dir" -q 2>&1); then
     echo "$name: split failed: $msg"; bad=$((bad+1)); continue
   fi
-  if ! msg=$("$pipecut" compile "$dir" --device "$device" -q 2>&1); then
+  if ! msg=$("$pipecut" compile "$dir" --device "$device" "${matmul[@]}" -q 2>&1); then
     echo "$name: REFUSED by pipecut compile: ${msg#pipecut: error: }"; bad=$((bad+1)); continue
   fi
   result=ok
