@@ -402,8 +402,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
   // kernels are compiled for its instruction sets too), and recorded as
   // settled: the key and the record say which kernels a package holds.
   if (r.device == "cpu")
-    config["pipecut.cpu_matmul"] = runtime::cpuMatmulName(
-        *matmul == runtime::CpuMatmul::Auto ? runtime::autoCpuMatmul(support::hostCpuVendor()) : *matmul);
+    config["pipecut.cpu_matmul"] = runtime::cpuMatmulName(runtime::resolveCpuMatmul(*matmul, support::hostCpuVendor()));
   const std::string options = config.dump();  // keys sorted: one text per configuration
   const bool weightless = weightsLeftOut(options);
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);

@@ -12,8 +12,8 @@
 //           computes; training always runs so (oneDNN's call has no backward).
 //   Auto    the default for inference, generation and --profile: the one of
 //           the two that is faster on this CPU, by who made it
-//           (autoCpuMatmul), resolved where the stages load, so that ranks on
-//           different CPUs each take their own.
+//           (resolveCpuMatmul), settled where the stages load, so that ranks
+//           on different CPUs each take their own.
 //
 // Why by vendor (bench/gemm_ceiling.py, one thread, float32, at the bench
 // models' shapes): on a Zen 5 AMD EPYC with AVX-512, MKL 70-107 GFLOP/s and
@@ -40,14 +40,13 @@ inline std::optional<CpuMatmul> parseCpuMatmul(const std::string& text) {
   return std::nullopt;
 }
 
-// Auto's choice on a CPU whose CPUID vendor string is `vendor` ("" off x86):
-// oneDNN on an x86 CPU that MKL does not give its best code (any maker but
-// Intel), ATen's BLAS elsewhere. Never Auto.
-inline CpuMatmul autoCpuMatmul(std::string_view vendor) {
+// `m` settled on a CPU whose CPUID vendor string is `vendor` ("" off x86;
+// support::hostCpuVendor() gives this machine's): Auto becomes oneDNN on an
+// x86 CPU that MKL does not give its best code (any maker but Intel), ATen's
+// BLAS elsewhere. Never Auto.
+inline CpuMatmul resolveCpuMatmul(CpuMatmul m, std::string_view vendor) {
+  if (m != CpuMatmul::Auto) return m;
   return !vendor.empty() && vendor != "GenuineIntel" ? CpuMatmul::OneDnn : CpuMatmul::Blas;
 }
-
-// `m`, with Auto replaced by autoCpuMatmul of this machine's CPU.
-CpuMatmul resolveCpuMatmul(CpuMatmul m);
 
 }  // namespace pipecut::runtime

@@ -28,6 +28,7 @@
 #include "runtime/rank_session.h"
 #include "runtime/stage_program.h"
 #include "support/error.h"
+#include "support/host_cpu.h"
 
 namespace pipecut::runtime {
 
@@ -279,7 +280,7 @@ ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePa
   }
   pm.module.to(device);
   // The kernels pipecut-run would run, so that --balance time weighs what runs.
-  if (device.is_cpu() && resolveCpuMatmul(o.session.cpuMatmul) == CpuMatmul::OneDnn) {
+  if (device.is_cpu() && resolveCpuMatmul(o.session.cpuMatmul, support::hostCpuVendor()) == CpuMatmul::OneDnn) {
     const size_t before = pm.nodes.size();
     if (routeLinearsToOneDnn(*pm.graph, pm.module._ivalue())) {
       // One call for one, and the shared arguments first (runtime/linear_kernels.h).

@@ -14,6 +14,7 @@
 
 #include "runtime/stage_failure.h"
 #include "support/error.h"
+#include "support/host_cpu.h"
 #include "support/parallel.h"
 #include "support/zip_directory.h"
 
@@ -158,7 +159,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
       p.module_ = torch::jit::load(path, device);
       p.module_->eval();
       if (!device.is_cpu()) widenMaskedGroupedAttention(*p.module_);  // runtime/attention_kernels.h says why
-      if (device.is_cpu() && resolveCpuMatmul(matmul) == CpuMatmul::OneDnn) p.oneDnnLinears_ = routeLinearsToOneDnn(*p.module_);
+      if (device.is_cpu() && resolveCpuMatmul(matmul, support::hostCpuVendor()) == CpuMatmul::OneDnn) p.oneDnnLinears_ = routeLinearsToOneDnn(*p.module_);
     } else {
       // The archive's one program is "model" (models/model.json).
       p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");
