@@ -23,8 +23,13 @@ one set per sequence group: the stage is exported again around its module
 with the state swapped in for the buffers. A "stored" initial value travels
 in the package's metadata ("pipecut.state.K": dtype, shape, hex bytes).
 
-Linear layers: with "pipecut.cpu_matmul": "onednn" (pipecut's default for
-CPU packages) float32 linears become oneDNN's (route_linears_to_onednn).
+Linear layers: with "pipecut.cpu_matmul": "onednn" float32 linears become
+oneDNN's (route_linears_to_onednn); with "blas" and
+"pipecut.transpose_weights" (pipecut compile sets both where auto takes
+MKL) they multiply by their weights transposed once, at the package's first
+run (transpose_linear_weights): runtime constant folding, whose constants
+(`_FOLDED_CONST_*`) pipecut-run leaves to the package when its metadata
+says "pipecut.folded_constants": "runtime".
 
 Weights: with "aot_inductor.package_constants_in_so" false (pipecut's
 default on the CPU) the package holds none and its metadata says
@@ -122,20 +127,14 @@ def constants_as_buffers(ep):
             specs[i] = InputSpec(kind=InputKind.BUFFER, arg=s.arg, target=s.target, persistent=False)
 
 
-def route_linears_to_onednn(ep):
-    """Float32 linear layers whose weight (and bias) the program holds become
-    mkldnn._linear_pointwise, oneDNN's linear: the kernels pipecut-run runs
-    a TorchScript stage's linears with on the CPU by default
-    (runtime/linear_kernels.h, whose rule this is: aten.linear(x, W, b), or
-    core ATen's aten.mm(x, W^T) and aten.addmm(b, x, W^T) with beta and
-    alpha 1, W^T by aten.t, permute or transpose; W a parameter or buffer,
-    float32, 2-D, contiguous, on the CPU, no empty dimension; a bias absent
-    or such a 1-D one, one value per output). Left to itself Inductor calls
-    ATen's mm/addmm for them, i.e. MKL, whose code path follows the CPU's
-    vendor (AVX2 on AMD CPUs with AVX-512); it keeps this call as one extern
-    kernel (aoti_torch_cpu__linear_pointwise) and fuses a SiLU or residual
-    add after it into it. The weights stay the program's, by FQN. Returns
-    how many."""
+def linear_layers(ep):
+    """The float32 linear layers whose weight (and bias) the program holds, as
+    (node, x, W, bias or None), by runtime/linear_kernels.h's rule:
+    aten.linear(x, W, b), or core ATen's aten.mm(x, W^T) and aten.addmm(b, x,
+    W^T) with beta and alpha 1, W^T by aten.t, permute or transpose; W a
+    parameter or buffer, float32, 2-D, contiguous, on the CPU, no empty
+    dimension; a bias absent or such a 1-D one, one value per output. A list,
+    so that the caller may rewrite the graph."""
     import torch
     from torch.export.graph_signature import InputKind
 
@@ -178,7 +177,7 @@ def route_linears_to_onednn(ep):
             return node.args[1], w, node.args[0]
         return None
 
-    count = 0
+    found_all = []
     for node in list(ep.graph.nodes):
         found = operands(node)
         if found is None:
@@ -190,17 +189,87 @@ def route_linears_to_onednn(ep):
             continue
         if bias is not None and not (eligible(tensor(bias), 1) and tensor(bias).shape[0] == w.shape[0]):
             continue
+        found_all.append((node, x, weight, bias))
+    return found_all
+
+
+def route_linears_to_onednn(ep):
+    """Float32 linear layers whose weight (and bias) the program holds
+    (linear_layers) become mkldnn._linear_pointwise, oneDNN's linear: the
+    kernels pipecut-run runs a TorchScript stage's linears with on the CPU
+    where oneDNN is faster (runtime/linear_kernels.h). Left to itself
+    Inductor calls ATen's mm/addmm for them, i.e. MKL, whose code path
+    follows the CPU's vendor (AVX2 on AMD CPUs with AVX-512); it keeps this
+    call as one extern kernel (aoti_torch_cpu__linear_pointwise) and fuses a
+    SiLU or residual add after it into it. The weights stay the program's, by
+    FQN. Returns how many."""
+    import torch
+
+    layers = linear_layers(ep)
+    for node, x, weight, bias in layers:
         with ep.graph.inserting_before(node):
             call = ep.graph.call_function(torch.ops.mkldnn._linear_pointwise.default,
                                           (x, weight, bias, "none", [], None))
         call.meta = dict(node.meta)
         node.replace_all_uses_with(call)
         ep.graph.erase_node(node)
-        count += 1
-    if count:
+    if layers:
         ep.graph.eliminate_dead_code()  # the transposes nothing reads now
         ep.graph_module.recompile()
-    return count
+    return len(layers)
+
+
+def symbolic_sizes(ep):
+    """Whether any of the program's values has a symbolic size (a stage whose
+    inputs are static may still hold one its export made, dynamic_flatten's)."""
+    import torch
+
+    for node in ep.graph.nodes:
+        vals = node.meta.get("val")
+        for v in vals if isinstance(vals, (list, tuple)) else [vals]:
+            if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape):
+                return True
+    return False
+
+
+def transpose_linear_weights(ep):
+    """Float32 linear layers whose weight the program holds (linear_layers)
+    multiply by W^T made contiguous ([in, out]) in place of W read
+    transposed. At tens to hundreds of rows MKL's sgemm copies a transposed
+    weight into its kernel's layout at every call (perf, a 4-stage split of
+    the bench Llama at 32 rows on an Intel Xeon: a third of a stage in
+    mkl_blas_avx512_sgemm_scopy_right48_ea) and reads an [in, out] one far
+    more as it lies: the same products -18% to +44% by shape at 32-128
+    rows, most faster, and no steady direction at 1-8 (2026-12-02, one
+    thread, 48 weights in turn so that none stays in cache); the bench's
+    packages 1.32x TorchScript stages where they ran 1.17-1.26x.
+    W^T is computed from W: with runtime constant folding it is made once,
+    when the package first runs, from the weights pipecut-run hands it, so
+    the package stays kernels only; the cost is W^T's bytes in memory, as
+    a TorchScript stage holds its weights. Returns how many."""
+    import torch
+
+    aten = torch.ops.aten
+    layers = linear_layers(ep)
+    for node, x, weight, bias in layers:
+        wv = weight.meta["val"]
+        with ep.graph.inserting_before(node):
+            t = ep.graph.call_function(aten.permute.default, (weight, [1, 0]))
+            t.meta["val"] = aten.permute.default(wv, [1, 0])
+            kn = ep.graph.call_function(aten.clone.default, (t,), {"memory_format": torch.contiguous_format})
+            kn.meta["val"] = aten.clone.default(t.meta["val"], memory_format=torch.contiguous_format)
+            out = ep.graph.call_function(aten.matmul.default, (x, kn))
+            out.meta["val"] = aten.matmul.default(x.meta["val"], kn.meta["val"])
+            if bias is not None:
+                summed = ep.graph.call_function(aten.add.Tensor, (out, bias))
+                summed.meta["val"] = aten.add.Tensor(out.meta["val"], bias.meta["val"])
+                out = summed
+        node.replace_all_uses_with(out)
+        ep.graph.erase_node(node)
+    if layers:
+        ep.graph.eliminate_dead_code()
+        ep.graph_module.recompile()
+    return len(layers)
 
 
 def widen_masked_grouped_attention(ep):
@@ -319,6 +388,14 @@ def compile_stage(req):
         # (in AOT mode Inductor packs float32 weights for oneDNN, not MKL),
         # from the mm/addmm it would otherwise call.
         route_linears_to_onednn(ep)
+    # Static sizes only: with symbolic ones (llama_dynamic) the packages that
+    # fold at run time computed wrong sizes under torch 2.11 (an output's
+    # batch of 2 where the input's was 3, then an index out of range).
+    folded_at_run = False
+    if (device == "cpu" and ours.get("pipecut.transpose_weights") and not options.get("freezing")
+            and not symbolic_sizes(ep) and transpose_linear_weights(ep)):
+        options["aot_inductor.use_runtime_constant_folding"] = True
+        folded_at_run = True
     stage_names = set(ep.state_dict) | set(ep.constants)
     metadata, prefix = {}, ""
     if req.get("state"):
@@ -329,6 +406,8 @@ def compile_stage(req):
         if strided_user_inputs(ep):
             ep = with_contiguous_inputs(ep, req, args)
         ep.example_inputs = (args, {})
+    if folded_at_run:
+        metadata["pipecut.folded_constants"] = "runtime"
     weightless = (options.get("aot_inductor.package_constants_in_so", True) is False
                   and not options.get("aot_inductor.package_constants_on_disk_format"))
 
@@ -349,10 +428,13 @@ def compile_stage(req):
     compile_with(weights)
     if weightless:
         # pipecut-run takes each constant by its FQN from the stage .pt2.
-        # A constant Inductor made itself (runtime constant folding's
-        # `_FOLDED_CONST_*`, computed from the weights when the package first
-        # runs) is in no .pt2: then the package keeps its weights.
+        # A constant Inductor made itself is in no .pt2: then the package
+        # keeps its weights; unless it is one that runtime constant folding
+        # computes from the others when the package first runs
+        # (`_FOLDED_CONST_*`), folding pipecut asked for itself.
         fqns = torch._inductor.aoti_load_package(req["output"]).get_constant_fqns()
+        if folded_at_run:
+            fqns = [f for f in fqns if not f.startswith("_FOLDED_CONST_")]
         if [f for f in fqns if (f[len(prefix):] if f.startswith(prefix) else f) not in stage_names]:
             weights = "package"
             compile_with(weights)

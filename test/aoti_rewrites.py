@@ -24,6 +24,9 @@ writes, without compiling (run_aoti compiles):
   graph traces again (the state wrapper and the re-export trace it) and
   gives ATen's outputs within float32 rounding, its own bit for bit run to
   run.
+- transpose_linear_weights (MKL's route, static sizes): the same linears
+  as matmuls by their weights transposed, within rounding of ATen's; a
+  second pass finds none; llama_dynamic's stage counts as symbolic.
 
 usage: aoti_rewrites.py PIPECUT SOURCE_DIR OUT_DIR"""
 import copy
@@ -37,7 +40,7 @@ import torch
 
 pipecut, src, out = sys.argv[1:4]
 sys.path.insert(0, os.path.join(src, "scripts"))
-from aoti_compile import (route_linears_to_onednn, strided_user_inputs,  # noqa: E402
+from aoti_compile import (route_linears_to_onednn, strided_user_inputs, symbolic_sizes, transpose_linear_weights,  # noqa: E402
                           widen_masked_grouped_attention, with_contiguous_inputs)
 
 shutil.rmtree(out, ignore_errors=True)
@@ -204,6 +207,27 @@ want = run(core, args)
 assert route_linears_to_onednn(core) == 1 and calls(core, ONEDNN) == 1, core.graph
 for x, y in zip(run(core, args), want):
     assert torch.allclose(x, y, rtol=1e-5, atol=1e-6), (x - y).abs().max()
+# transpose_linear_weights: the same linears, each a matmul by its weight
+# transposed into [in, out] (a permute and a contiguous clone of the
+# parameter, which runtime constant folding makes once); within rounding of
+# ATen's linear, a second pass finds none. Only for static sizes: llama_tiny
+# has none symbolic, llama_dynamic's stage does.
+MATMUL = torch.ops.aten.matmul.default
+transposed = 0
+for name in stages:
+    blas = torch.export.load(os.path.join(out, name))
+    kn = copy.deepcopy(blas)
+    linears = calls(blas, LINEAR)
+    assert not symbolic_sizes(blas), name
+    assert transpose_linear_weights(kn) == linears, name
+    assert transpose_linear_weights(kn) == 0 and calls(kn, LINEAR) == 0 and calls(kn, MATMUL) == linears, name
+    args = example(blas)
+    for x, y in zip(run(blas, args), run(kn, args)):
+        assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), (name, (x - y).abs().max())
+    transposed += linears
+assert symbolic_sizes(before)
+kept = torch.export.export(Kept(), (torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 0)))
+assert transpose_linear_weights(kept) == 1 and calls(kept, LINEAR) == 3, kept.graph
 print(f"aoti_rewrites: {widened} masked grouped-query attention calls widened over {len(stages)} stages; "
       f"{len(strided)} strided stage inputs ({', '.join(strided)}) traced again contiguous, symbols "
-      f"{', '.join(symbols)} kept; outputs bitwise equal; {routed} linears routed to oneDNN, 3 of 4 kept")
+      f"{', '.join(symbols)} kept; outputs bitwise equal; {routed} linears routed to oneDNN, 3 of 4 kept; {transposed} transposed")

@@ -79,12 +79,16 @@ expect 2 "recorded compile, onednn" -- "$pipecut" compile split --python "$out/r
 import json, sys
 options = [json.loads(line)["options"] for line in open(sys.argv[1])]
 auto = {"pipecut.cpu_matmul": sys.argv[2]}  # settled by this CPU
+# MKL's route transposes the linear weights, unless freezing packs them.
+transposed = {"pipecut.transpose_weights": True}
+auto_t = {**auto, **transposed} if sys.argv[2] == "blas" else auto
 assert options == [
-    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, **auto},
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, **auto_t},
     {"cpp.dynamic_threads": True, "freezing": True, **auto},
     {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "freezing": True, **auto},
-    {"aot_inductor.use_runtime_constant_folding": True, "cpp.dynamic_threads": True, **auto},
-    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "pipecut.cpu_matmul": "blas"},
+    {"aot_inductor.use_runtime_constant_folding": True, "cpp.dynamic_threads": True, **auto_t},
+    {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "pipecut.cpu_matmul": "blas",
+     **transposed},
     {"aot_inductor.package_constants_in_so": False, "cpp.dynamic_threads": True, "pipecut.cpu_matmul": "onednn"},
 ], options
 EOF
@@ -105,7 +109,8 @@ for i, st in enumerate(m["stages"]):
     (pkg,) = [f for f in st["files"] if f["format"] == "aoti"]
     c = pkg["compiled"]
     assert pkg["path"] == f"stage_{i:03d}.aoti-cpu.pt2", pkg
-    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true,"pipecut.cpu_matmul":"%s"}' % sys.argv[3], c
+    assert c["device"] == "cpu" and c["torch_version"].startswith("2.") and c["options"] == '{"aot_inductor.package_constants_in_so":false,"cpp.dynamic_threads":true,"pipecut.cpu_matmul":"%s"%s}' % (
+        sys.argv[3], ',"pipecut.transpose_weights":true' if sys.argv[3] == "blas" else ""), c
     assert c["source"] == f"stage_{i:03d}.pt2" and len(c["key"]) == 64 and len(pkg["xxh3_128"]) == 32, c
     assert c["key"] == r["stages"][i]["key"]
 EOF
@@ -239,10 +244,16 @@ contains "missing package message" "stage 1 file 'stage_001.aoti-cpu.pt2': missi
 # where they lie (runtime/aoti_package.h). The library holds none of them:
 # zeroing the weights in the .pt2 changes the outputs (rewritten by Python's
 # zipfile, the records are no longer 64-byte aligned: those are copied at load).
+# (Its sizes are symbolic, so its linears read their weights as they lie;
+# cnn_bn's below, static, fold theirs transposed.)
 "$py" - split/stage_001.aoti-cpu.pt2 <<'EOF' && ok || bad "the package holds no weights"
-import sys, zipfile
-names = zipfile.ZipFile(sys.argv[1]).namelist()
+import json, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+names = z.namelist()
 assert not [n for n in names if "/data/weights/" in n or "/data/constants/" in n or n.endswith(".blob")], names
+(meta,) = [n for n in names if n.endswith(".wrapper_metadata.json")]
+meta = json.loads(z.read(meta))
+assert meta.get("pipecut.weights") == "stage" and "pipecut.folded_constants" not in meta, meta
 EOF
 cp -r split zeroed
 "$py" - split/stage_001.pt2 zeroed/stage_001.pt2 <<'EOF' && ok || bad "zeroed weights written"
@@ -324,17 +335,25 @@ cp -r cnn cnn.folded
 expect 0 "compile cnn_bn" -- "$pipecut" compile cnn --python "$py" -j 2 -q
 expect 0 "compile cnn_bn, runtime folding" -- "$pipecut" compile cnn.folded --python "$py" -j 2 -q \
   --inductor-config '{"aot_inductor.use_runtime_constant_folding": true}'
+# On MKL's route a static stage's linears multiply by their weights
+# transposed, folded from the .pt2's when the package first runs
+# (scripts/aoti_compile.py): still no weights of its own (cnn_bn's classifier
+# is in stage 1).
 AUTO_MATMUL=$auto_matmul "$py" - cnn cnn.folded <<'EOF' && ok || bad "cnn_bn: weights from the .pt2, or in the package with runtime folding"
 import json, os, sys, zipfile
-def weights(path):
+def metadata(path):
     z = zipfile.ZipFile(path)
     (meta,) = [n for n in z.namelist() if n.endswith(".wrapper_metadata.json")]
-    return json.loads(z.read(meta)).get("pipecut.weights")
-got = [[weights(f"{d}/stage_00{k}.aoti-cpu.pt2") for k in (0, 1)] for d in sys.argv[1:]]
+    return json.loads(z.read(meta))
+got = [[metadata(f"{d}/stage_00{k}.aoti-cpu.pt2").get("pipecut.weights") for k in (0, 1)] for d in sys.argv[1:]]
 assert got == [["stage", "stage"], [None, None]], got
+folded = [metadata(f"cnn/stage_00{k}.aoti-cpu.pt2").get("pipecut.folded_constants") for k in (0, 1)]
+assert folded == [None, "runtime" if os.environ["AUTO_MATMUL"] == "blas" else None], folded
 options = [f["compiled"]["options"] for st in json.load(open("cnn.folded/manifest.json"))["stages"]
            for f in st["files"] if f["format"] == "aoti"]
-assert options == ['{"aot_inductor.use_runtime_constant_folding":true,"cpp.dynamic_threads":true,"pipecut.cpu_matmul":"%s"}' % os.environ["AUTO_MATMUL"]] * 2, options
+auto = os.environ["AUTO_MATMUL"]
+assert options == ['{"aot_inductor.use_runtime_constant_folding":true,"cpp.dynamic_threads":true,"pipecut.cpu_matmul":"%s"%s}' % (
+    auto, ',"pipecut.transpose_weights":true' if auto == "blas" else "")] * 2, options
 EOF
 for d in cnn cnn.folded; do
   expect 0 "$d packages vs PyTorch" -- "$run" $d --stage-format aoti -m 4 --inputs "$cnn" --check "$cnn" -q

@@ -401,8 +401,17 @@ CompileResult compileDirectory(const CompileRequest& r) {
   // Auto is settled here, by the compiling machine's CPU (the package's
   // kernels are compiled for its instruction sets too), and recorded as
   // settled: the key and the record say which kernels a package holds.
-  if (r.device == "cpu")
-    config["pipecut.cpu_matmul"] = runtime::cpuMatmulName(runtime::resolveCpuMatmul(*matmul, support::hostCpuVendor()));
+  if (r.device == "cpu") {
+    const runtime::CpuMatmul settled = runtime::resolveCpuMatmul(*matmul, support::hostCpuVendor());
+    config["pipecut.cpu_matmul"] = runtime::cpuMatmulName(settled);
+    // MKL's route: each linear multiplies by its weight transposed once, at
+    // the package's first run (scripts/aoti_compile.py,
+    // transpose_linear_weights, says why), unless the user said otherwise
+    // or freezing packs the weights its own way.
+    const bool freezing = config.contains("freezing") && config["freezing"].is_boolean() && config["freezing"].get<bool>();
+    if (settled == runtime::CpuMatmul::Blas && !freezing && !config.contains("pipecut.transpose_weights"))
+      config["pipecut.transpose_weights"] = true;
+  }
   const std::string options = config.dump();  // keys sorted: one text per configuration
   const bool weightless = weightsLeftOut(options);
   const std::string scriptSha256 = sha256Bytes(kAotiCompileScript, sizeof(kAotiCompileScript) - 1);

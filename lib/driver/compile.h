@@ -42,8 +42,9 @@ struct CompileRequest {
   bool verbose = false;          // the compiler's own output on stderr
   // Inductor configuration (a JSON object) over pipecut's defaults
   // ({"cpp.dynamic_threads": true, "aot_inductor.package_constants_in_so":
-  // false} on the CPU; "freezing" keeps the weights in); part of the key and
-  // the record.
+  // false} on the CPU, and "pipecut.transpose_weights": true where the
+  // linears are MKL's and nothing freezes; "freezing" keeps the weights in);
+  // part of the key and the record.
   std::string inductorConfig;
   // CPU packages: "onednn" has the compile script turn float32 linear
   // layers into oneDNN's linear before Inductor sees them, the kernels

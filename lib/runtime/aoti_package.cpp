@@ -201,8 +201,15 @@ void AotiPackage::takeWeights(const std::string& path, const std::string& weight
   } else {
     for (const std::string& fqn : loader_->get_constant_fqns()) fqns.emplace(fqn, fqn);
   }
+  // Constants runtime constant folding computes from the others when the
+  // package first runs (pipecut compile's transposed linear weights): the
+  // package's own, in no .pt2.
+  auto folded = metadata_.find("pipecut.folded_constants");
+  const bool foldedAtRun = folded != metadata_.end() && folded->second == "runtime";
+  auto isFolded = [](const std::string& s) { return s.rfind("_FOLDED_CONST_", 0) == 0; };
   emit::StoredTensors stored;
   for (const auto& [name, fqn] : fqns) {
+    if (foldedAtRun && (isFolded(name) || isFolded(fqn))) continue;
     const std::string key = fqn.rfind(prefix, 0) == 0 ? fqn.substr(prefix.size()) : fqn;
     const std::string where = "constant '" + key + "'";
     const pt2::StoredTensor* t = source.find(key);

@@ -45,9 +45,12 @@
 // for. A package on a GPU gets a copy of each on the device. Which packages
 // take them so is the package's own word (metadata "pipecut.weights":
 // "stage"): pipecut compile keeps a program's weights inside when Inductor
-// made constants of its own that no .pt2 holds (runtime constant folding's
-// `_FOLDED_CONST_*`; lifted tensor constants keep their FQNs, compiled as
-// buffers).
+// made constants of its own that no .pt2 holds (lifted tensor constants
+// keep their FQNs, compiled as buffers), except runtime constant folding's
+// `_FOLDED_CONST_*` where its metadata says "pipecut.folded_constants":
+// "runtime" (the linear weights pipecut compile transposes): those the
+// package computes from the handed weights when it first runs (AOTInductor
+// folds after every update of the constants), once, into memory of its own.
 #include <memory>
 #include <string>
 #include <unordered_map>
