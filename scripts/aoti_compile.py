@@ -388,9 +388,10 @@ def compile_stage(req):
         # (in AOT mode Inductor packs float32 weights for oneDNN, not MKL),
         # from the mm/addmm it would otherwise call.
         route_linears_to_onednn(ep)
-    # Static sizes only: with symbolic ones (llama_dynamic) the packages that
-    # fold at run time computed wrong sizes under torch 2.11 (an output's
-    # batch of 2 where the input's was 3, then an index out of range).
+    # Static sizes only: with symbolic ones (llama_dynamic) the packages so
+    # rewritten computed wrong sizes under torch 2.11 (an output's batch of
+    # 2 where the input's was 3, then an index out of range); whether the
+    # rewrite or runtime folding is at fault is not known yet.
     folded_at_run = False
     if (device == "cpu" and ours.get("pipecut.transpose_weights") and not options.get("freezing")
             and not symbolic_sizes(ep) and transpose_linear_weights(ep)):
