@@ -306,6 +306,11 @@ fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
   return copy;
 }
 
+// Whether an Inductor setting is on: the JSON boolean true (a 1 is not).
+bool settingOn(const Json& config, const char* key) {
+  return config.contains(key) && config[key].is_boolean() && config[key].get<bool>();
+}
+
 std::string minutes(double s) {
   int t = static_cast<int>(s);
   return t >= 60 ? std::to_string(t / 60) + "m" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60) + "s"
@@ -388,8 +393,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
     // make constants of their own, which no .pt2 holds: such a package
     // keeps its weights, compiled so at once (the compile script would
     // find them afterwards and compile the stage a second time).
-    auto on = [&](const char* key) { return given.contains(key) && given[key].is_boolean() && given[key].get<bool>(); };
-    if ((on("freezing") || on("aot_inductor.use_runtime_constant_folding")) &&
+    if ((settingOn(given, "freezing") || settingOn(given, "aot_inductor.use_runtime_constant_folding")) &&
         !given.contains("aot_inductor.package_constants_in_so"))
       config.erase("aot_inductor.package_constants_in_so");
   }
@@ -408,8 +412,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
     // the package's first run (scripts/aoti_compile.py,
     // transpose_linear_weights, says why), unless the user said otherwise
     // or freezing packs the weights its own way.
-    const bool freezing = config.contains("freezing") && config["freezing"].is_boolean() && config["freezing"].get<bool>();
-    if (settled == runtime::CpuMatmul::Blas && !freezing && !config.contains("pipecut.transpose_weights"))
+    if (settled == runtime::CpuMatmul::Blas && !settingOn(config, "freezing") && !config.contains("pipecut.transpose_weights"))
       config["pipecut.transpose_weights"] = true;
   }
   const std::string options = config.dump();  // keys sorted: one text per configuration
