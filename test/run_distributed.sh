@@ -12,12 +12,13 @@ run=$1 src=$2 splits=$3 port=${4:-29700} backend=${5:-gloo}
 models=$src/testdata/models
 fail=0 pass=0
 # whole MODEL M REF [MATMUL]: the unsplit program's outputs, computed once per
-# (model, M, --cpu-matmul; auto unless told).
+# (model, M, --cpu-matmul; auto unless told), at one intra-op thread as each
+# rank's stages run here (run_pipeline.sh's unsplit says why).
 whole() {
   local model=$1 m=$2 ref=$3 matmul=${4:-auto}
   local dst="$splits/$1.whole.dist.$backend.$matmul.mb$2.safetensors"
   if [[ ! -f $dst ]]; then
-    "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --cpu-matmul "$matmul" --output "$dst" -q >/dev/null 2>&1 ||
+    "$run" "$splits/$model.whole" -m "$m" --inputs "$ref" --cpu-matmul "$matmul" --threads 1 --output "$dst" -q >/dev/null 2>&1 ||
       { echo "FAIL: unsplit $model M=$m did not run"; fail=$((fail+1)); }
   fi
   echo "$dst"
@@ -34,13 +35,13 @@ launch() {  # launch WORLD DIR INPUTS EXPECTED M [OPTION...]
   done
   for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
   if [[ $rc -ne 0 ]] || ! grep -q "check: ok" "$log.rank0.log"; then
-    echo "FAIL: $(basename "$dir") world=$world M=$m $* (exit $rc)"; tail -3 "$log".rank*.log; fail=$((fail+1))
+    echo "FAIL: $(basename "$dir") world=$world M=$m $* (exit $rc)"; tail -n 3 "$log".rank*.log; fail=$((fail+1))
   else
     pass=$((pass+1))
   fi
 }
 source "$src/test/test_part.sh"  # part, want_m1
-rm -f "$splits"/*.whole.dist.$backend.mb*.safetensors
+rm -f "$splits"/*.whole.dist.$backend.*.safetensors  # computed afresh by whole() each run
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
   mb1=$models/$model.ref.safetensors mb4=$models/$model.mb4.ref.safetensors

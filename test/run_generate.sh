@@ -93,7 +93,7 @@ launch() {  # launch WORLD DIR MODEL BACKEND [OPTION...]: ranks on loopback, tok
   done
   for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
   if [[ $rc -ne 0 ]] || ! grep -q "check: ok" "$log.rank0.log" || ! grep -q "$world processes" "$log.rank0.log"; then
-    bad "$dir on $world ranks, $backend $* (exit $rc)"; tail -3 "$log".rank*.log
+    bad "$dir on $world ranks, $backend $* (exit $rc)"; tail -n 3 "$log".rank*.log
   else
     ok
   fi
@@ -125,7 +125,7 @@ for r in 0 1; do
     "$run" llama_kv.two "${topp[@]}" --timeout 60 -q $([[ $r == 0 ]] && echo "--output topp.ranks.jsonl") >topp.rank$r.log 2>&1 &
 done
 wait
-cmp -s topp.whole.jsonl topp.ranks.jsonl && ok || { bad "top-p on 2 ranks"; tail -3 topp.rank*.log; }
+cmp -s topp.whole.jsonl topp.ranks.jsonl && ok || { bad "top-p on 2 ranks"; tail -n 3 topp.rank*.log; }
 expect 0 "another seed" -- "$run" llama_kv.whole "${sampling[@]}" --seed 8 --output topp.seed8.jsonl -q
 cmp -s topp.whole.jsonl topp.seed8.jsonl && bad "another seed draws differently" || ok
 

@@ -7,7 +7,8 @@ set -euo pipefail
 run=$1 py=$2 src=$3 splits=$4 port=${5:-29900} backend=${6:-gloo}
 ref=$src/testdata/models/llama_tiny.mb4.ref.safetensors
 expected=$splits/llama_tiny.whole.torchrun.$backend.safetensors
-"$run" "$splits/llama_tiny.whole" -m 4 --inputs "$ref" --check "$ref" --output "$expected" -q
+# One intra-op thread, as each rank's stage runs here (run_pipeline.sh's unsplit says why).
+"$run" "$splits/llama_tiny.whole" -m 4 --inputs "$ref" --check "$ref" --threads 1 --output "$expected" -q
 torchrun=$(dirname "$py")/torchrun
 log=$(timeout 180 "$torchrun" --no-python --nproc-per-node 4 --master-addr 127.0.0.1 --master-port "$port" \
   "$run" "$splits/llama_tiny.4" -m 4 --inputs "$ref" --check "$expected" --exact -q --backend "$backend" 2>&1)
@@ -18,7 +19,7 @@ grep -q "4 processes" <<<"$log" && grep -q "check: ok" <<<"$log"
 # the unsplit program run with ATen's BLAS, as NativeRT runs its linears.
 ref=$src/testdata/models/llama_tiny_decomp.mb4.ref.safetensors
 expected=$splits/llama_tiny_decomp.whole.torchrun.$backend.safetensors
-"$run" "$splits/llama_tiny_decomp.whole" -m 4 --inputs "$ref" --check "$ref" --cpu-matmul blas --output "$expected" -q
+"$run" "$splits/llama_tiny_decomp.whole" -m 4 --inputs "$ref" --check "$ref" --cpu-matmul blas --threads 1 --output "$expected" -q
 log=$(timeout 180 "$torchrun" --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$((port + 1))" \
   "$run" "$splits/llama_tiny_decomp.2" -m 4 --stage-format pt2 --inputs "$ref" --check "$expected" --exact -q \
   --backend "$backend" 2>&1)

@@ -67,7 +67,7 @@ multi() {  # multi WORLD MODEL OPT SCHEDULE SPLIT
     pids+=($!)
   done
   for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
-  if [[ $rc -ne 0 ]]; then echo "FAIL ($name): exit $rc"; tail -2 "$tag".rank*.err; fail=$((fail+1)); return; fi
+  if [[ $rc -ne 0 ]]; then echo "FAIL ($name): exit $rc"; tail -n 2 "$tag".rank*.err; fail=$((fail+1)); return; fi
   check "$name" "$tag.rank0.json" "$tag.ckpt" "$train/$model.$opt.ref.safetensors" "$opt"
 }
 
@@ -129,7 +129,7 @@ for world in 1 2; do
       pids+=($!)
     done
     for ((r = 0; r < world; r++)); do wait "${pids[$r]}" || rc=$?; done
-    [[ $rc -eq 0 ]] || { echo "FAIL (resume $name, world $world): exit $rc"; tail -2 "$tag.$name".rank*.err; fail=$((fail+1)); }
+    [[ $rc -eq 0 ]] || { echo "FAIL (resume $name, world $world): exit $rc"; tail -n 2 "$tag.$name".rank*.err; fail=$((fail+1)); }
   }
   launch full --steps 4 --save-checkpoint "$tag.full.ckpt"
   launch first --steps 2 --save-checkpoint "$tag.first.ckpt"
@@ -196,7 +196,7 @@ multi_strict() {
   done
   for r in 0 1; do wait "${pids[$r]}" || rc=$?; done
   if [[ $rc -eq 0 ]] && "$python" "$src/scripts/check_train.py" "$tag.rank0.json" "$train/gpt2_loss.sgd.ref.safetensors" \
-    >"$tag.check" 2>&1; then pass=$((pass+1)); else echo "FAIL: gloo-strict (exit $rc)"; tail -3 "$tag".*; fail=$((fail+1)); fi
+    >"$tag.check" 2>&1; then pass=$((pass+1)); else echo "FAIL: gloo-strict (exit $rc)"; tail -n 3 "$tag".*; fail=$((fail+1)); fi
 }
 multi_strict
 
