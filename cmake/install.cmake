@@ -6,7 +6,7 @@
 # builds against PREFIX with no torch at all (docs/embedding.md).
 #   PREFIX/bin/pipecut, pipecut-run
 #   PREFIX/lib/libpipecut.so*
-#   PREFIX/include/pipecut/pipecut.h, runtime/*.h, support/error.h
+#   PREFIX/include/pipecut/pipecut.h, runtime/*.h, support/error.h, weights/options.h
 #   PREFIX/lib/cmake/pipecut/pipecutConfig.cmake, pipecutConfigVersion.cmake, pipecutTargets*.cmake
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -39,6 +39,7 @@ install(FILES
   lib/runtime/transfer_probe.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/runtime)
 install(FILES lib/support/error.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/support)
+install(FILES lib/weights/options.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/weights)
 
 set(_pipecut_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/pipecut)
 install(EXPORT pipecutTargets NAMESPACE pipecut:: DESTINATION ${_pipecut_cmake_dir})

@@ -38,7 +38,10 @@ the stage .pt2 (under "inner." for a stage with state: the metadata's
 "pipecut.weights_prefix"); lifted tensor constants are compiled as the
 buffers they are, so that they keep their FQNs. A program whose compiled
 constants are not all in the .pt2 is compiled again with its weights inside
-("pipecut.weights": "package"); the answer's "weights" says which.
+("pipecut.weights": "package"); the answer's "weights" says which. A
+weightless stage (the request's "external": tensors its .pt2 holds no bytes
+of) is compiled around zeros standing in for them and always takes its
+weights at load; one that would need them inside is refused.
 
 The last line of stdout is the answer. A failure exits 1 with the
 exception's type and message as the last line ("error: ..."), which pipecut
@@ -360,11 +363,39 @@ def with_contiguous_inputs(ep, req, args):
     return program.run_decompositions({})
 
 
+def materialize_external(ep, names):
+    """A weightless stage's tensors (no bytes in its .pt2: torch.export.load
+    makes them meta tensors) as CPU zeros of their dtype and shape, so that
+    the program traces and compiles. The package never holds them: pipecut
+    compiles a weightless split with its constants left out, and pipecut-run
+    hands it the bound checkpoint tensors by FQN. Zeros, not empty: calloc'd
+    pages cost no memory until read."""
+    import torch
+
+    for table in (ep.state_dict, ep.constants):
+        for name in names:
+            t = table.get(name)
+            if t is None or t.device.type != "meta":
+                continue
+            z = torch.zeros(t.shape, dtype=t.dtype)
+            table[name] = torch.nn.Parameter(z, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else z
+
+
 def compile_stage(req):
     import torch
 
     torch.manual_seed(0)
     ep = torch.export.load(req["source"])
+    external = req.get("external") or []
+    materialize_external(ep, external)
+    options = dict(req.get("options") or {})
+    if external:
+        # Nothing may depend on the stand-ins' values: Inductor inlines a
+        # constant of at most 8 elements into the kernels (inv_freq of a small
+        # head), and folds constant-only expressions whose value is uniform
+        # (every stand-in is) into a `full` at compile time.
+        options["always_keep_tensor_constants"] = True
+        options["joint_graph_constant_folding"] = False
     # Before the state wrapper: the module it wraps then holds them as
     # buffers too, under "inner.".
     constants_as_buffers(ep)
@@ -379,7 +410,6 @@ def compile_stage(req):
         widen_masked_grouped_attention(ep)
     generator = torch.Generator().manual_seed(0)
     args = tuple(example_input(s, device, generator) for s in req["inputs"])
-    options = dict(req.get("options") or {})
     # pipecut's own settings ride with Inductor's, under "pipecut.".
     ours = {k: options.pop(k) for k in list(options) if k.startswith("pipecut.")}
     if device == "cpu" and ours.get("pipecut.cpu_matmul") == "onednn" and not options.get("freezing"):
@@ -436,7 +466,12 @@ def compile_stage(req):
         fqns = torch._inductor.aoti_load_package(req["output"]).get_constant_fqns()
         if folded_at_run:
             fqns = [f for f in fqns if not f.startswith("_FOLDED_CONST_")]
-        if [f for f in fqns if (f[len(prefix):] if f.startswith(prefix) else f) not in stage_names]:
+        own = [f for f in fqns if (f[len(prefix):] if f.startswith(prefix) else f) not in stage_names]
+        if own and external:
+            raise RuntimeError("the stage is weightless (a split without its weights) and Inductor made constants "
+                               "of its own from them (" + ", ".join(own[:3]) + "), which would hold stand-ins: "
+                               "split with --weights to compile this stage")
+        if own:
             weights = "package"
             compile_with(weights)
     return {"seconds": round(time.monotonic() - start, 3), "weights": weights}

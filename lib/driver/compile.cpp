@@ -306,6 +306,14 @@ fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
   return copy;
 }
 
+// The tensors a weightless stage's .pt2 holds no bytes of (the compile
+// script compiles around stand-ins and keeps them out of the package).
+Json externalOf(const Stage& st) {
+  Json out = Json::array();
+  for (const ExternalTensor& e : st.external) out.push_back(e.name);
+  return out;
+}
+
 // Whether an Inductor setting is on: the JSON boolean true (a 1 is not).
 bool settingOn(const Json& config, const char* key) {
   return config.contains(key) && config[key].is_boolean() && config[key].get<bool>();
@@ -414,6 +422,18 @@ CompileResult compileDirectory(const CompileRequest& r) {
     // or freezing packs the weights its own way.
     if (settled == runtime::CpuMatmul::Blas && !settingOn(config, "freezing") && !config.contains("pipecut.transpose_weights"))
       config["pipecut.transpose_weights"] = true;
+  }
+  // A weightless split's stages hold no weights to compile in: their
+  // packages take them at load (pipecut-run --weights binds them), on every
+  // device, and nothing may fold them at compile time.
+  if (m.weightless()) {
+    if (settingOn(config, "freezing") || (config.contains("aot_inductor.package_constants_in_so") &&
+                                          config["aot_inductor.package_constants_in_so"] != false))
+      throw Error(ErrorKind::Usage, "", "--inductor-config",
+                  r.dir + " is a weightless split (its stages hold no weights): its packages take their weights at "
+                  "load, so neither freezing nor aot_inductor.package_constants_in_so can be on; split with --weights "
+                  "to compile the weights in");
+    config["aot_inductor.package_constants_in_so"] = false;
   }
   const std::string options = config.dump();  // keys sorted: one text per configuration
   const bool weightless = weightsLeftOut(options);
@@ -532,7 +552,8 @@ CompileResult compileDirectory(const CompileRequest& r) {
                     {"options", Json::parse(options)},
                     {"inputs", exampleInputs(m, *p.stage)},
                     {"symbols", symbolRanges(m, *p.stage)},
-                    {"state", stateOf(*p.stage)}};
+                    {"state", stateOf(*p.stage)},
+                    {"external", externalOf(*p.stage)}};
         support::ProcessResult res = runScript(py, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
         {
           std::lock_guard<std::mutex> lock(runningMutex);

@@ -2,10 +2,13 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include "driver/load.h"
 #include "driver/report.h"
 #include "ir/module_tree.h"
 #include "ir/verifier.h"
@@ -14,6 +17,7 @@
 #include "support/error.h"
 #include "support/progress.h"
 #include "support/dtypes.h"
+#include "weights/binding.h"
 
 namespace pipecut::driver {
 
@@ -131,11 +135,83 @@ void writeDot(const pt2::Package& pkg, const ir::ModuleTree& tree, const support
   });
 }
 
+// What the checkpoint binds, as split binds it: the normalized program's
+// tensors (dead code dropped), each from a source or the .pt2.
+struct WeightsReport {
+  std::shared_ptr<const weights::WeightSource> source;
+  weights::Binding binding;
+  std::vector<std::string> needed;   // the program's lifted tensors after normalization
+  std::vector<std::string> missing;  // needed, with no bytes anywhere
+};
+
+WeightsReport weightsReport(const InspectRequest& o) {
+  WeightsReport r;
+  r.source = std::make_shared<const weights::WeightSource>(o.weights);
+  LoadOptions load;
+  load.weights = r.source.get();
+  load.binding = &r.binding;
+  pt2::Package pkg = loadNormalized(o.model, load);
+  for (const auto& s : pkg.program.inputSpecs)
+    if (s.kind != ir::InputKind::UserInput && s.kind != ir::InputKind::ConstantInput && s.kind != ir::InputKind::Token)
+      r.needed.push_back(s.target);
+  r.missing = weights::missingTensors(pkg);
+  weights::restrictToProgram(r.binding, pkg, *r.source);
+  return r;
+}
+
+Json weightsJson(const WeightsReport& r) {
+  const auto& files = r.source->checkpoint().files();
+  Json j;
+  j["sources"] = Json::array();
+  for (const auto& f : files) j["sources"].push_back(Json{{"file", f.path}, {"bytes", f.size()}});
+  std::map<std::string, const weights::CheckpointTensor*> bound;
+  for (const auto& b : r.binding.bound) bound.emplace(b.fqn, b.from);
+  j["bound"] = Json::array();
+  j["kept"] = Json::array();
+  std::set<std::string> missing(r.missing.begin(), r.missing.end());
+  for (const std::string& fqn : r.needed) {
+    auto it = bound.find(fqn);
+    if (it != bound.end())
+      j["bound"].push_back(Json{{"name", fqn}, {"from", it->second->name}, {"file", files[it->second->file].path},
+                                {"dtype", it->second->dtype->torchName}, {"shape", it->second->shape}});
+    else if (!missing.count(fqn))
+      j["kept"].push_back(fqn);
+  }
+  j["missing"] = r.missing;
+  j["unused"] = Json::array();
+  for (const auto* c : r.binding.unused) j["unused"].push_back(Json{{"name", c->name}, {"file", files[c->file].path}});
+  return j;
+}
+
+void weightsText(const WeightsReport& r, std::ostream& os) {
+  const auto& files = r.source->checkpoint().files();
+  std::set<std::string> needed(r.needed.begin(), r.needed.end());
+  size_t bound = 0;
+  uint64_t bytes = 0;
+  for (const auto& b : r.binding.bound)
+    if (needed.count(b.fqn)) ++bound, bytes += b.from->bytes.size;
+  os << "  weights: " << bound << " of the " << r.needed.size() << " tensors the program needs bound ("
+     << support::humanBinaryBytes(bytes) << ") from " << files.size() << " file" << (files.size() == 1 ? "" : "s") << "\n";
+  for (const auto& f : files) os << "    " << f.path << "  " << support::humanBinaryBytes(f.size()) << "\n";
+  const size_t kept = r.needed.size() - bound - r.missing.size();
+  if (kept) os << "    " << kept << " keep the .pt2's own bytes\n";
+  if (!r.missing.empty()) {
+    os << "    missing (no source holds them; exported on the meta device, so no bytes here either):\n";
+    for (const auto& m : r.missing) os << "      " << m << "\n";
+  }
+  if (!r.binding.unused.empty()) {
+    os << "    unused (in the checkpoint, bound to nothing in the program):\n";
+    for (const auto* c : r.binding.unused) os << "      " << c->name << "  (" << files[c->file].path << ")\n";
+  }
+}
+
 }  // namespace
 
 void inspect(const InspectRequest& o, std::ostream& os) {
   const support::Destination dot = driver::dotDestination(o.dotFile, {o.model}, o.force);
   if (!o.dotFile.empty()) support::checkDestination(dot);
+  std::optional<WeightsReport> weights;
+  if (o.weights.given()) weights = weightsReport(o);
   pt2::Package pkg = pt2::readPackage(o.model);
   const ir::Program& p = pkg.program;
 
@@ -181,6 +257,8 @@ void inspect(const InspectRequest& o, std::ostream& os) {
     j["torch_version"] = p.torchVersion;
     j["schema_version"] = Json{{"major", p.schemaMajor}, {"minor", p.schemaMinor}};
     j["dialect"] = dialect;
+    j["meta_export"] = pkg.metaExport;
+    if (weights) j["weights"] = weightsJson(*weights);
     j["inputs"] = Json::array();
     for (const auto& io : inputs) j["inputs"].push_back(ioJson(io));
     j["outputs"] = Json::array();
@@ -214,6 +292,7 @@ void inspect(const InspectRequest& o, std::ostream& os) {
   os << o.model << "\n";
   os << "  torch " << p.torchVersion << ", schema " << p.schemaMajor << "." << p.schemaMinor;
   if (!dialect.empty()) os << ", dialect " << dialect;
+  if (pkg.metaExport) os << "\n  exported on the meta device: no tensor bytes in the file (bind them with --weights)";
   os << "\n  inputs:\n";
   for (const auto& io : inputs) os << "    " << io.name << "  " << io.dtype << " " << io.shape << "\n";
   os << "  outputs:\n";
@@ -241,6 +320,7 @@ void inspect(const InspectRequest& o, std::ostream& os) {
       os << "    " << std::string(static_cast<size_t>(r.depth) * 2, ' ') << r.op << "(" << r.args << ") node '" << r.node
          << "' in " << (r.module.empty() ? "(root)" : r.module) << ": " << r.bodyNodes << " nodes\n";
   }
+  if (weights) weightsText(*weights, os);
   os << "  modules (nodes, parameter bytes):\n";
   for (const auto& [m, depth] : tree.preorder()) {
     std::string type = m->type.empty() ? "" : m->type.substr(m->type.rfind('.') + 1);

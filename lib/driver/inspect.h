@@ -6,6 +6,8 @@
 #include <ostream>
 #include <string>
 
+#include "weights/options.h"
+
 namespace pipecut::driver {
 
 struct InspectRequest {
@@ -13,11 +15,16 @@ struct InspectRequest {
   bool json = false;    // one JSON object instead of text
   std::string dotFile;  // also draw the program here ("": do not)
   bool force = false;   // --dot may replace a file pipecut did not write
+  // --weights: also what the checkpoint would bind (weights/binding.h), as
+  // pipecut split binds it: each tensor the program needs and where it comes
+  // from, what no source holds, and the checkpoint tensors it does not use.
+  weights::BindOptions weights;
 };
 
 // Writes the summary to `os`. Throws pipecut::Error: InvalidInput for an
-// unreadable program or a --dot destination in the way, Environment for
-// what the OS refuses.
+// unreadable program, a malformed weight source or a --dot destination in
+// the way, Environment for what the OS refuses. Missing tensors are
+// reported, not thrown.
 void inspect(const InspectRequest& request, std::ostream& os);
 
 }  // namespace pipecut::driver

@@ -3,10 +3,12 @@
 #include <cstring>
 
 #include "ir/verifier.h"
+#include "passes/meta_device.h"
 #include "passes/pass_manager.h"
 #include "support/digest.h"
 #include "support/error.h"
 #include "support/phase_times.h"
+#include "weights/binding.h"
 
 namespace pipecut::driver {
 
@@ -15,8 +17,9 @@ void compareConstantsByContent(const pt2::Package& pkg, passes::NormalizeOptions
   // One rule for both functions below, so that the key never parts two
   // constants that sameConstant would call one.
   auto comparable = [&pkg](const std::string& fqn) -> const pt2::StoredTensor* {
+    // An external tensor has no bytes to compare: unknown, it is like no other.
     auto it = pkg.constants.find(fqn);
-    if (it == pkg.constants.end() || !it->second.meta || it->second.usePickle) return nullptr;
+    if (it == pkg.constants.end() || !it->second.meta || it->second.usePickle || it->second.external) return nullptr;
     return &it->second;
   };
   // Two constants are one when their metadata and bytes agree.
@@ -44,9 +47,16 @@ pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
     support::ScopedPhase phase("read");
     return pt2::readPackage(model);
   }();
+  if (o.weights) {
+    support::ScopedPhase phase("bind weights");
+    weights::Binding b = weights::bindPackage(pkg, *o.weights);
+    if (o.binding) *o.binding = std::move(b);
+  }
   passes::NormalizeOptions opts;
   opts.moduleContiguous = o.moduleContiguous;
   opts.verifyEach = o.verifyEach;
+  opts.metaDevice = pkg.metaExport || passes::namesMetaDevice(pkg.program);
+  pkg.metaExport = opts.metaDevice;
   compareConstantsByContent(pkg, opts);
   passes::PassManager pm;
   passes::addNormalizePipeline(pm, opts);
@@ -58,6 +68,7 @@ pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
   } catch (const Error& e) {
     e.rethrowWithFile(model);
   }
+  weights::zeroExternalState(pkg);
   return pkg;
 }
 

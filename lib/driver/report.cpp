@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "support/progress.h"
+
 namespace pipecut::driver {
 
 namespace {
@@ -116,6 +118,29 @@ support::Destination dotDestination(const std::string& path, std::vector<std::st
   d.inputs.assign(inputs.begin(), inputs.end());
   d.force = force;
   return d;
+}
+
+std::string bindingSummary(const weights::Binding& b, const weights::WeightSource& source, bool listUnused) {
+  const auto& files = source.checkpoint().files();
+  std::vector<size_t> count(files.size());
+  std::vector<uint64_t> bytes(files.size());
+  for (const auto& bound : b.bound) {
+    count[bound.from->file]++;
+    bytes[bound.from->file] += bound.from->bytes.size;
+  }
+  std::ostringstream os;
+  os << "pipecut: weights: " << b.bound.size() << " tensors bound from " << files.size() << " file"
+     << (files.size() == 1 ? "" : "s") << "\n";
+  for (size_t f = 0; f < files.size(); ++f)
+    os << "pipecut:   " << files[f].path << ": " << count[f] << " tensors, " << support::humanBinaryBytes(bytes[f]) << "\n";
+  if (!b.kept.empty()) os << "pipecut:   " << b.kept.size() << " tensors keep the .pt2's own bytes (no source holds them)\n";
+  if (!b.unused.empty()) {
+    os << "pipecut:   " << b.unused.size() << " checkpoint tensor" << (b.unused.size() == 1 ? "" : "s")
+       << " bind to nothing in the program" << (listUnused ? ":" : " (-v lists them)") << "\n";
+    if (listUnused)
+      for (const auto* c : b.unused) os << "pipecut:     " << c->name << " (" << files[c->file].path << ")\n";
+  }
+  return os.str();
 }
 
 }  // namespace pipecut::driver

@@ -6,6 +6,7 @@
 #include "manifest/manifest.h"
 #include "partition/balance.h"
 #include "support/staging.h"
+#include "weights/binding.h"
 
 namespace pipecut::driver {
 
@@ -17,6 +18,11 @@ std::string previewText(const Manifest& m);
 std::string balanceText(const partition::BalanceResult& b);
 // The stages and the values between them (dot), starting with kDotMarker.
 std::string stagesDot(const Manifest& m);
+// What binding the weights did, for stderr after a split: tensors and
+// bytes from each checkpoint file, tensors that kept the .pt2's bytes, and
+// the checkpoint tensors the program does not use (all of them with
+// `listUnused`, else their count). Lines start with "pipecut: ".
+std::string bindingSummary(const weights::Binding& b, const weights::WeightSource& source, bool listUnused);
 // `s` as a Graphviz quoted string: in double quotes, '"' and '\\' escaped.
 std::string dotQuoted(const std::string& s);
 

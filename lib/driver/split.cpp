@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <thread>
 #include <vector>
 
@@ -27,6 +30,7 @@
 #include "support/sha256.h"
 #include "support/staging.h"
 #include "support/zip_directory.h"
+#include "support/digest.h"
 
 namespace pipecut::driver {
 
@@ -116,13 +120,40 @@ partition::BalanceResult balanceCuts(const SplitRequest& r, const pt2::Package& 
   }
 }
 
+// The manifest's record of the checkpoint files: every file opened, in
+// order, with the tensors the stages took from it.
+std::vector<WeightSourceFile> weightSourceFiles(
+    const weights::WeightSource& source, const std::map<std::string, const weights::CheckpointTensor*>& boundFrom,
+    const std::unordered_map<const weights::CheckpointTensor*, std::string>& digests) {
+  const auto& files = source.checkpoint().files();
+  std::vector<std::map<std::string, const weights::CheckpointTensor*>> used(files.size());
+  for (const auto& [fqn, c] : boundFrom) used[c->file].emplace(c->name, c);
+  std::vector<WeightSourceFile> out;
+  for (size_t f = 0; f < files.size(); ++f) {
+    WeightSourceFile w;
+    w.file = fs::path(files[f].path).filename().string();
+    w.bytes = files[f].size();
+    w.tensors = static_cast<uint32_t>(used[f].size());
+    Xxh3_128 h;
+    for (const auto& [name, c] : used[f]) {
+      const std::string line = name + " " + c->dtype->torchName + " " + c->shapeStr() + " " + digests.at(c) + "\n";
+      h.update(line.data(), line.size());
+    }
+    w.xxh3_128 = h.hexDigest();
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 }  // namespace
 
-Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std::string* manifestSha256) {
+Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std::string* manifestSha256,
+                  SplitWeights* weightsReport) {
   const bool balancing = r.stages > 0;
   std::vector<std::string> inputs = {r.model};
   for (const std::string* p : {&r.spec, &r.costProfile})
     if (!p->empty()) inputs.push_back(*p);
+  for (const std::string& w : r.weights.sources) inputs.push_back(w);
   support::Destination outDir;
   outDir.path = r.output;
   outDir.kind = support::StagedKind::Directory;
@@ -135,10 +166,48 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   if (!r.dotFile.empty()) support::checkDestination(dot);
   partition::SplitSpec spec;
   if (!balancing) spec = partition::readSplitSpec(r.spec);
+  if (r.bindAtRun && !r.weights.given())
+    throw Error(ErrorKind::Usage, "", "--bind-at", "'run' pins the checkpoint given with --weights; none was given");
+  std::shared_ptr<const weights::WeightSource> source;
+  if (r.weights.given()) {
+    support::ScopedPhase phase("open weights");
+    source = std::make_shared<const weights::WeightSource>(r.weights);
+  }
+  weights::Binding binding;
   LoadOptions load;
   load.moduleContiguous = true;
   load.verifyEach = r.verifyEach;
+  load.weights = source.get();
+  load.binding = &binding;
   pt2::Package pkg = loadNormalized(r.model, load);
+  // What the stages need from the checkpoint: each program tensor bound
+  // from it, and the checkpoint tensor it came from.
+  std::map<std::string, const weights::CheckpointTensor*> boundFrom;
+  if (source) {
+    weights::requireBound(pkg, r.model, true);
+    weights::restrictToProgram(binding, pkg, *source);
+    for (const auto& b : binding.bound) boundFrom.emplace(b.fqn, b.from);
+  }
+  // Each checkpoint tensor's digest, computed once.
+  std::unordered_map<const weights::CheckpointTensor*, std::string> digests;
+  auto digestAll = [&](const std::vector<const weights::CheckpointTensor*>& todo) {
+    std::vector<std::string> out(todo.size());
+    support::parallelFor(todo.size(), 0, [&](size_t i) { out[i] = weights::tensorDigest(todo[i]->bytes); });
+    for (size_t i = 0; i < todo.size(); ++i) digests.emplace(todo[i], std::move(out[i]));
+  };
+  if (r.bindAtRun) {
+    // Read and pinned now; the stages take the bytes at run time. Tensors
+    // bound from one checkpoint tensor stay one (tied).
+    support::ScopedPhase phase("digest weights");
+    std::vector<const weights::CheckpointTensor*> todo;
+    std::unordered_set<const weights::CheckpointTensor*> seen;
+    for (const auto& [fqn, c] : boundFrom)
+      if (seen.insert(c).second) todo.push_back(c);
+    digestAll(todo);
+    for (const auto& [fqn, c] : boundFrom)
+      for (auto* table : {&pkg.weights, &pkg.constants})
+        if (auto it = table->find(fqn); it != table->end()) weights::unbind(it->second, c->name);
+  }
   // The module tree and carving both look the lifted tensors up by name;
   // nothing changes the package's tables from here on.
   const pt2::TensorIndex tensors(pkg);
@@ -168,10 +237,18 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
     throw Error(e.kind(), balancing ? r.model : r.spec, e.where(), e.message());
   }
   Manifest& m = carving.manifest;
+  if (r.bindAtRun)
+    for (auto& st : m.stages)
+      for (auto& e : st.external)
+        if (auto it = boundFrom.find(e.name); it != boundFrom.end()) e.xxh3_128 = digests.at(it->second);
   m.sourceModel = fs::path(r.model).filename().string();
   m.pipecutVersion = PIPECUT_VERSION;
   m.splitSpec = spec.canonical;
   if (balanced) *balanced = std::move(chosen);
+  if (weightsReport) {
+    weightsReport->source = source;
+    weightsReport->binding = binding;
+  }
 
   if (!r.dotFile.empty())
     support::writeFileStaged(dot, [&](const support::ByteSink& sink) {
@@ -274,8 +351,31 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
         throw inStage(stage, e);
       }
     };
-    for (Slot& slot : slots) tasks.emplace_back([&] { writeSlot(slot); });
+    // The checkpoint tensors' digests, stage by stage, right after the
+    // stage's files in the task list: the writers have just paged the
+    // bytes in, so the hash reads them from the page cache, not the disk.
+    std::vector<std::vector<const weights::CheckpointTensor*>> toDigest(carving.stages.size());
+    if (source && !r.bindAtRun) {
+      std::unordered_set<const weights::CheckpointTensor*> claimed;
+      for (size_t s = 0; s < carving.stages.size(); ++s)
+        for (const auto& spec : carving.stages[s].package.program.inputSpecs)
+          if (auto it = boundFrom.find(spec.target); it != boundFrom.end() && claimed.insert(it->second).second)
+            toDigest[s].push_back(it->second);
+    }
+    std::vector<std::vector<std::string>> stageDigests(carving.stages.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      tasks.emplace_back([&, i] { writeSlot(slots[i]); });
+      const bool lastOfStage = i + 1 == slots.size() || slots[i + 1].stage != slots[i].stage;
+      const size_t s = slots[i].stage;
+      if (lastOfStage && !toDigest[s].empty())
+        tasks.emplace_back([&, s] {
+          for (const auto* c : toDigest[s]) stageDigests[s].push_back(weights::tensorDigest(c->bytes));
+        });
+    }
     support::parallelFor(tasks.size(), jobs, [&](size_t i) { tasks[i](); });
+    for (size_t s = 0; s < toDigest.size(); ++s)
+      for (size_t k = 0; k < toDigest[s].size(); ++k) digests.emplace(toDigest[s][k], stageDigests[s][k]);
+    if (source) m.weightSources = weightSourceFiles(*source, boundFrom, digests);
     for (const Slot& slot : slots) {
       if (slot.missing) m.stages[slot.stage].missing.push_back(*slot.missing);
       else m.stages[slot.stage].files.push_back(slot.file);

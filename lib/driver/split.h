@@ -1,10 +1,12 @@
 #pragma once
 // `pipecut split` as a library call: read -> normalize -> assign -> carve ->
 // emit -> write the directory -> swap it into place. The CLI only parses flags.
+#include <memory>
 #include <string>
 
 #include "manifest/manifest.h"
 #include "partition/balance.h"
+#include "weights/binding.h"
 
 namespace pipecut::driver {
 
@@ -40,6 +42,20 @@ struct SplitRequest {
   // The caller exits right after: the program and its stage programs are left
   // to the OS instead of freed one node at a time (~0.5 s at 10^5 nodes).
   bool exitsAfter = false;
+  // --weights and friends (weights/binding.h): every tensor the stages need
+  // from the checkpoint (or, absent there, the .pt2's own bytes), written
+  // into the stage files; the manifest records the files read.
+  weights::BindOptions weights;
+  // --bind-at run: the checkpoint is read and checked, every tensor it
+  // gives pinned in the manifest by its digest, and the stage files are
+  // written without those bytes, for pipecut-run --weights to bind.
+  bool bindAtRun = false;
+};
+
+// What binding the weights did (runSplit's `binding`).
+struct SplitWeights {
+  std::shared_ptr<const weights::WeightSource> source;  // what `binding` points into
+  weights::Binding binding;
 };
 
 // The manifest of the split (written to `output` unless previewing); with
@@ -47,8 +63,12 @@ struct SplitRequest {
 // SHA-256 of the manifest.pb written (into `manifestSha256` when given: what
 // --expect-manifest pins). Destinations are checked before anything is read.
 // Throws pipecut::Error naming the model, spec, profile or node at fault.
+// With --weights, what binding did goes into `weightsReport` when given (the
+// unused checkpoint tensors are reported from it). A program exported on
+// the meta device and split without --weights is a weightless split: its
+// manifest lists each stage's external tensors.
 Manifest runSplit(const SplitRequest& request, partition::BalanceResult* balanced = nullptr,
-                  std::string* manifestSha256 = nullptr);
+                  std::string* manifestSha256 = nullptr, SplitWeights* weightsReport = nullptr);
 
 // "stage_000", ...
 std::string stageName(uint32_t index);

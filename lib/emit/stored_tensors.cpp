@@ -14,8 +14,8 @@ namespace pipecut::emit {
 
 namespace {
 
-// The DataPtr's context: the archive whose mapping the bytes lie in.
-void releaseArchive(void* context) { delete static_cast<std::shared_ptr<const pt2::ArchiveReader>*>(context); }
+// The DataPtr's context: what keeps the mapping the bytes lie in alive.
+void releaseMapping(void* context) { delete static_cast<std::shared_ptr<const void>*>(context); }
 
 }  // namespace
 
@@ -30,20 +30,32 @@ at::Tensor StoredTensors::load(const pt2::StoredTensor& t) {
     sizes.push_back(s.value);
   }
   for (const auto& s : m.strides) strides.push_back(s.value);
-  // The reader checked that the record holds every byte the view spans.
-  const pt2::ByteView bytes = t.data.view();
-  auto [it, fresh] = storages_.try_emplace(bytes.data);
-  if (fresh && (bytes_ == Bytes::Copied || !t.data.source)) {
-    it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size, c10::GetDefaultCPUAllocator(),
-                              /*resizable=*/false);
-    if (bytes.size) std::memcpy(it->second.mutable_data(), bytes.data, bytes.size);
-  } else if (fresh) {
-    auto* keep = new std::shared_ptr<const pt2::ArchiveReader>(t.data.source);
-    it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size,
-                              c10::DataPtr(const_cast<uint8_t*>(bytes.data), keep, &releaseArchive, c10::Device(c10::kCPU)),
-                              /*allocator=*/nullptr, /*resizable=*/false);
+  const auto options = at::TensorOptions().dtype(toC10(m.dtype));
+  at::Tensor out;
+  if (t.external) {
+    if (externals_ == Externals::Refuse)
+      fail("has no bytes: the program was exported on the meta device; give its weights with --weights");
+    out = at::zeros({1}, options).expand(sizes);
+  } else {
+    // The reader checked that the record holds every byte the view spans.
+    const pt2::ByteView bytes = t.data.view();
+    auto [it, fresh] = storages_.try_emplace({bytes.data, bytes.size});
+    const std::shared_ptr<const void> keep = t.data.keepAlive();
+    const auto itemSize = static_cast<uintptr_t>(c10::elementSize(toC10(m.dtype)));
+    const bool aligned = reinterpret_cast<uintptr_t>(bytes.data) % itemSize == 0;
+    if (fresh && (bytes_ == Bytes::Copied || !keep || !aligned)) {
+      it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size, c10::GetDefaultCPUAllocator(),
+                                /*resizable=*/false);
+      if (bytes.size) std::memcpy(it->second.mutable_data(), bytes.data, bytes.size);
+    } else if (fresh) {
+      auto* context = new std::shared_ptr<const void>(keep);
+      it->second = c10::Storage(c10::Storage::use_byte_size_t(), bytes.size,
+                                c10::DataPtr(const_cast<uint8_t*>(bytes.data), context, &releaseMapping,
+                                             c10::Device(c10::kCPU)),
+                                /*allocator=*/nullptr, /*resizable=*/false);
+    }
+    out = at::empty({0}, options).set_(it->second, m.storageOffset.value, sizes, strides);
   }
-  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(toC10(m.dtype))).set_(it->second, m.storageOffset.value, sizes, strides);
   if (t.isParam && m.requiresGrad) {
     if (!out.is_floating_point() && !out.is_complex())
       fail(std::string("is saved as requiring gradients, which a tensor of ") + c10::toString(out.scalar_type()) +

@@ -533,7 +533,10 @@ class Emitter final : public BodyEmitter {
   std::optional<ir::Device> homeDevice_;
   std::map<std::string, jit::Module> submodules_;
   std::set<std::string> registered_;
-  StoredTensors tensors_;  // mapped from the source package (it outlives the module), unless trackOwners
+  // Mapped from the source package (it outlives the module), unless
+  // trackOwners; an external tensor (a weightless split) is written as a
+  // stand-in, which pipecut-run replaces with the bound tensor.
+  StoredTensors tensors_{StoredTensors::Bytes::Mapped, StoredTensors::Externals::Placeholder};
   std::unordered_map<std::string, jit::Value*> attrs_;
   std::unordered_map<const ir::Value*, jit::Value*> env_;
   std::string where_;

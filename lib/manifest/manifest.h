@@ -109,6 +109,24 @@ struct StageState {
   std::string initial = "zeros";  // "zeros", or "stored" (the stage files hold it)
 };
 
+// A tensor a stage needs whose bytes its files do not hold (proto
+// ExternalTensor): pipecut-run binds it from --weights.
+struct ExternalTensor {
+  std::string name;                   // FQN in the stage's program
+  TensorSpec tensor;                  // dtype and static shape
+  std::vector<std::string> aliases;   // other FQNs of the same tensor it may bind from
+  std::string kind;                   // as StageParameter::kind
+  std::string xxh3_128;               // the bytes' digest when pinned, else empty
+};
+
+// A checkpoint file a split read weights from (proto WeightSourceFile).
+struct WeightSourceFile {
+  std::string file;                   // file name, no directory
+  uint64_t bytes = 0;                 // its size
+  uint32_t tensors = 0;               // tensors read from it
+  std::string xxh3_128;               // over the tensors read (proto says how)
+};
+
 struct Stage {
   uint32_t index = 0;
   std::vector<StageFile> files;
@@ -124,6 +142,7 @@ struct Stage {
   // What it updates in place, call to call: TorchScript stages take these as
   // trailing forward() arguments, after `inputs`.
   std::vector<StageState> state;
+  std::vector<ExternalTensor> external;  // bound at run time; sorted by name
 };
 
 struct UserValue {
@@ -163,6 +182,14 @@ struct Manifest {
   std::vector<Stage> stages;
   std::vector<TiedGroup> tiedGroups;
   std::vector<SymbolRange> symbols;   // sorted by symbol
+  bool metaExport = false;            // the source was exported on the meta device
+  std::vector<WeightSourceFile> weightSources;  // checkpoint files read at split time
+  // Whether any stage holds external tensors: the split runs only with --weights.
+  bool weightless() const {
+    for (const auto& s : stages)
+      if (!s.external.empty()) return true;
+    return false;
+  }
 };
 
 // I/O. Errors throw pipecut::Error naming the file and field.

@@ -133,6 +133,14 @@ void toProto(const Stage& s, pb::Stage* out) {
     ps->set_batch_dim(st.batchDim);
     ps->set_initial(st.initial);
   }
+  for (const ExternalTensor& e : s.external) {
+    pb::ExternalTensor* pe = out->add_external();
+    pe->set_name(e.name);
+    toProto(e.tensor, pe->mutable_tensor());
+    for (const std::string& a : e.aliases) pe->add_aliases(a);
+    pe->set_kind(e.kind);
+    pe->set_xxh3_128(e.xxh3_128);
+  }
 }
 
 pb::Manifest toProto(const Manifest& m) {
@@ -160,6 +168,14 @@ pb::Manifest toProto(const Manifest& m) {
     range->set_symbol(r.symbol);
     range->set_min(r.min);
     if (r.max) range->set_max(*r.max);
+  }
+  out.set_meta_export(m.metaExport);
+  for (const WeightSourceFile& w : m.weightSources) {
+    pb::WeightSourceFile* pw = out.add_weight_sources();
+    pw->set_file(w.file);
+    pw->set_bytes(w.bytes);
+    pw->set_tensors(w.tensors);
+    pw->set_xxh3_128(w.xxh3_128);
   }
   return out;
 }
@@ -343,6 +359,24 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
       invalidInput(at + ".initial", "'" + st.initial + "' is neither \"zeros\" nor \"stored\"");
     out.state.push_back(std::move(st));
   }
+  for (int k = 0; k < s.external_size(); ++k) {
+    const pb::ExternalTensor& pe = s.external(k);
+    const std::string at = indexed(path, "external", static_cast<size_t>(k));
+    ExternalTensor e;
+    e.name = pe.name();
+    if (e.name.empty()) invalidInput(at + ".name", "an external tensor needs its name");
+    if (k > 0 && !(s.external(k - 1).name() < e.name))
+      invalidInput(at + ".name", "'" + e.name + "' is out of order or repeated (external tensors are sorted by name)");
+    e.tensor = fromProto(pe.tensor(), at + ".tensor");
+    for (const DimSpec& d : e.tensor.shape)
+      if (!d.symbol.empty()) invalidInput(at + ".tensor.shape", "has a symbolic size; a weight's shape is static");
+    e.aliases.assign(pe.aliases().begin(), pe.aliases().end());
+    e.kind = pe.kind();
+    e.xxh3_128 = pe.xxh3_128();
+    if (!e.xxh3_128.empty() && (e.xxh3_128.size() != 32 || e.xxh3_128.find_first_not_of("0123456789abcdef") != std::string::npos))
+      invalidInput(at + ".xxh3_128", "expected 32 lowercase hex digits");
+    out.external.push_back(std::move(e));
+  }
   return out;
 }
 
@@ -385,6 +419,9 @@ Manifest fromProto(const pb::Manifest& p) {
       invalidInput(at + ".max", std::to_string(r.max()) + " is below min " + std::to_string(r.min()));
     m.symbols.push_back(SymbolRange{r.symbol(), r.min(), r.has_max() ? std::optional<int64_t>(r.max()) : std::nullopt});
   }
+  m.metaExport = p.meta_export();
+  for (const pb::WeightSourceFile& w : p.weight_sources())
+    m.weightSources.push_back({w.file(), w.bytes(), w.tensors(), w.xxh3_128()});
   return m;
 }
 

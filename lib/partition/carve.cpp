@@ -168,6 +168,30 @@ class Carver {
     return st;
   }
 
+  // The manifest's entry for a tensor the stage needs and its files hold no
+  // bytes of (a weightless split), with the other names of its storage in
+  // the whole program (tied: any of them may bind it).
+  ExternalTensor externalEntry(const pt2::StoredTensor& t, const std::string& kind) {
+    ExternalTensor e;
+    e.name = t.fqn;
+    e.kind = kind;
+    e.tensor.dtype = support::dtypeFromCode(t.meta->dtype)->torchName;
+    for (const auto& d : t.meta->sizes) e.tensor.shape.push_back(DimSpec{d.value, d.isExpr ? d.str() : ""});
+    if (aliases_.empty()) {
+      for (const auto* table : {&whole_.weights, &whole_.constants})
+        for (const auto& [fqn, other] : *table) {
+          if (!other.external) continue;
+          auto [holder, name] = other.data.storageKey(other.fqn);
+          aliases_[std::string(name)].insert(fqn);
+        }
+    }
+    auto [holder, name] = t.data.storageKey(t.fqn);
+    if (auto it = aliases_.find(std::string(name)); it != aliases_.end())
+      for (const std::string& other : it->second)
+        if (other != t.fqn) e.aliases.push_back(other);
+    return e;
+  }
+
   // A carrier stands for the symbolic value it carries.
   const Value* origin(const Value* v) const {
     auto it = carried_.find(v);
@@ -397,6 +421,7 @@ class Carver {
 
   Manifest manifestSkeleton() const {
     Manifest m;
+    m.metaExport = whole_.metaExport;
     m.torchVersion = p_.torchVersion;
     m.schemaVersion = std::to_string(p_.schemaMajor) + "." + std::to_string(p_.schemaMinor);
     for (size_t k : userInputs_) {
@@ -458,7 +483,10 @@ class Carver {
       out.info.parameters.push_back(param);
       out.info.parameterBytes += param.bytes;
       if (state_.count(v)) out.info.state.push_back(stateEntry(*v, orig.target));
+      else if (stored && stored->external) out.info.external.push_back(externalEntry(*stored, param.kind));
     }
+    std::sort(out.info.external.begin(), out.info.external.end(),
+              [](const ExternalTensor& x, const ExternalTensor& y) { return x.name < y.name; });
     for (const Value* v : d.inputs) {
       if (programs) {
         Value* nv = ir::cloneValueInto(*v, sp.graph, nullptr);
@@ -603,6 +631,9 @@ class Carver {
   }
   std::vector<StageData> stages_;
   std::vector<std::vector<const pt2::StoredTensor*>> liftedTensors_;  // by stage, as `lifted` (tied groups)
+  // External tensors' names by storage (pt2::Blob::storageKey's name), made
+  // at the first external tensor a stage lifts.
+  std::map<std::string, std::set<std::string>> aliases_;
   std::vector<std::unique_ptr<Value>> carriers_;              // 0-d tensors carrying symbolic values
   std::unordered_map<const Value*, const Value*> carrierOf_;  // symbolic value -> its carrier
   std::unordered_map<const Value*, const Value*> carried_;    // carrier -> the value it carries

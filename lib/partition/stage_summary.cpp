@@ -68,7 +68,7 @@ std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
   return tiedGroups(whole, tensors);
 }
 
-// Storage identity: the same record of the same archive. A deep model has
+// Storage identity: pt2::Blob::storageKey. A deep model has
 // 10^4 tensors, nearly all alone in their storage and lifted by one stage:
 // only storages that a second stage holds matter, and they are found from
 // the lifted tensors alone (one hash each). The package's tables, for the
@@ -78,7 +78,7 @@ std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
 std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
                                   const std::vector<std::vector<const pt2::StoredTensor*>>& liftedTensors) {
   using Storage = std::pair<const void*, std::string_view>;
-  auto storageOf = [](const pt2::StoredTensor& t) { return Storage{t.data.source.get(), t.data.record}; };
+  auto storageOf = [](const pt2::StoredTensor& t) { return t.data.storageKey(t.fqn); };
   struct Held {
     uint32_t lastStage;
     int32_t group = -1;  // index in `groups` once a second stage holds the storage
@@ -114,19 +114,17 @@ std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
     for (const auto& [fqn, t] : *table)
       if (auto it = held.find(storageOf(t)); it != held.end() && it->second.group >= 0)
         groups[static_cast<size_t>(it->second.group)].tied.names.push_back(fqn);
-  // Ordered by storage (archive, then record); names sorted, each once (a
-  // name in both tables).
-  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
-    if (a.storage.first != b.storage.first) return std::less<const void*>{}(a.storage.first, b.storage.first);
-    return a.storage.second < b.storage.second;
-  });
-  std::vector<TiedGroup> out;
+  // Names sorted, each once (a name in both tables); groups ordered by
+  // their first name: storages' addresses (a checkpoint's mapping) differ
+  // from run to run, and the manifest must not.
   for (Group& g : groups) {
     auto& names = g.tied.names;
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
-    out.push_back(std::move(g.tied));
   }
+  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.tied.names < b.tied.names; });
+  std::vector<TiedGroup> out;
+  for (Group& g : groups) out.push_back(std::move(g.tied));
   return out;
 }
 

@@ -21,11 +21,10 @@ namespace pipecut::partition {
 // path (at a '.' boundary) is whole in the same stage.
 std::vector<std::vector<std::string>> containedModules(const ir::Graph& graph, const Assignment& assignment);
 
-// The storages of `whole` (weights and constants: the same record of the
-// same archive) that two or more stages hold, with every FQN that names
+// The storages of `whole` (weights and constants: pt2::Blob::storageKey)
+// that two or more stages hold, with every FQN that names
 // them. liftedTargets[s]: the FQNs stage s lifts, in any order (repeats
-// allowed). Groups ordered by storage (archive, then record); names sorted;
-// stages increasing.
+// allowed). Groups ordered by their names; names sorted; stages increasing.
 // A name in both tables means its weight (as pt2::TensorIndex).
 std::vector<TiedGroup> tiedGroups(const pt2::Package& whole,
                                   const std::vector<std::vector<std::string_view>>& liftedTargets);

@@ -38,6 +38,8 @@ void PassManager::run(ir::Program& program) {
 
 void addNormalizePipeline(PassManager& pm, const NormalizeOptions& o) {
   pm.setVerifyEach(o.verifyEach);
+  // First: every later pass (and the stages) sees a CPU program.
+  if (o.metaDevice) pm.add(metaDeviceToCpuPass());
   pm.add(placeholderOrderPass());
   pm.add(topologicalOrderPass());
   pm.add(dedupeAttributesPass(o.sameConstant, o.constantKey));

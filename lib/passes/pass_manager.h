@@ -55,16 +55,18 @@ Pass inlineGradRegionsPass();   // passes/inline_grad_regions.h says what it doe
 Pass unrollStaticMapsPass();    // passes/unroll_map.h
 Pass mapsAsLoopsPass();         // passes/map_as_loop.h
 Pass groupedQueryAttentionPass();  // passes/grouped_query_attention.h
+Pass metaDeviceToCpuPass();     // passes/meta_device.h
 
 struct NormalizeOptions {
   bool moduleContiguous = false;
+  bool metaDevice = false;  // the program names the meta device (passes/meta_device.h)
   bool verifyEach = false;
   SameConstantFn sameConstant;
   ConstantKeyFn constantKey;
 };
-// placeholder-order, topological-order, dedupe-attributes,
-// grouped-query-attention, dead-code (which drops what the attention calls
-// no longer read)[, module-contiguous]
+// [meta-device-to-cpu,] placeholder-order, topological-order,
+// dedupe-attributes, grouped-query-attention, dead-code (which drops what
+// the attention calls no longer read)[, module-contiguous]
 void addNormalizePipeline(PassManager& pm, const NormalizeOptions& options);
 
 // What a stage program for LibTorch's NativeRT needs (split

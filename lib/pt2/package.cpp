@@ -20,11 +20,25 @@ namespace pipecut::pt2 {
 using ir::Json;
 
 ByteView Blob::view() const {
+  if (owner) return mapped;
   if (source) return source->bytes(record);
   return ByteView{reinterpret_cast<const uint8_t*>(inlineBytes.data()), inlineBytes.size()};
 }
 
-std::optional<uint32_t> Blob::crc32() const { return source ? source->crc32(record) : std::nullopt; }
+std::optional<uint32_t> Blob::crc32() const {
+  return source && !owner ? source->crc32(record) : std::nullopt;
+}
+
+std::shared_ptr<const void> Blob::keepAlive() const {
+  if (owner) return owner;
+  return source;
+}
+
+std::pair<const void*, std::string_view> Blob::storageKey(std::string_view fqn) const {
+  if (owner) return {mapped.data, record};
+  if (source) return {source.get(), record};
+  return {nullptr, record.empty() ? fqn : std::string_view(record)};
+}
 
 ir::Json StoredTensor::entry() const { return Json::parse(entryJson); }
 
@@ -97,7 +111,12 @@ std::map<std::string, StoredTensor> readPayloadConfig(const std::shared_ptr<cons
     t.meta = std::move(e.meta);
     t.isParam = e.isParam;
     t.usePickle = e.usePickle;
-    t.data = Blob{a, e.record, {}};
+    t.external = e.external;
+    // An external tensor's record says nothing: torch.export.save puts every
+    // meta tensor of a dtype in one. Each is its own storage until a
+    // declared tie (kTiedWeightsExtra) says otherwise.
+    if (t.external) t.data.record = "external:" + e.fqn;
+    else t.data = Blob{a, e.record, {}};
     out.emplace(e.fqn, std::move(t));
   }
   return out;
@@ -176,8 +195,51 @@ Package readPackage(const std::string& path) {
   std::string sample = "data/sample_inputs/" + m + ".pt";
   if (archive->has(sample)) pkg.sampleInputs = Blob{archive, sample, {}};
   for (const auto& r : archive->records())
-    if (r.rfind("extra/", 0) == 0 && r.substr(6) != kOutputMarkerExtra) pkg.extra.emplace(r.substr(6), Blob{archive, r, {}});
+    if (r.rfind("extra/", 0) == 0 && r.substr(6) != kOutputMarkerExtra && r.substr(6) != kTiedWeightsExtra)
+      pkg.extra.emplace(r.substr(6), Blob{archive, r, {}});
+  for (const auto* table : {&pkg.weights, &pkg.constants})
+    for (const auto& [fqn, t] : *table) pkg.metaExport |= t.external;
+  if (archive->has(std::string("extra/") + kTiedWeightsExtra)) {
+    const std::string record = std::string("extra/") + kTiedWeightsExtra;
+    try {
+      applyDeclaredTies(pkg, archive->text(record));
+    } catch (const Error& e) {
+      throw Error(e.kind(), path, archive->origin(record) + (e.where().empty() ? "" : ": " + e.where()), e.message());
+    }
+  }
   return pkg;
+}
+
+void applyDeclaredTies(Package& pkg, std::string_view text) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("tied") || !j["tied"].is_array())
+    invalidInput("", "expected {\"tied\": [[name, name, ...], ...]}");
+  const Json& groups = j["tied"];
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string at = "tied[" + std::to_string(g) + "]";
+    if (!groups[g].is_array() || groups[g].size() < 2) invalidInput(at, "expected a list of at least two tensor names");
+    std::vector<StoredTensor*> members;
+    for (size_t k = 0; k < groups[g].size(); ++k) {
+      const Json& name = groups[g][k];
+      const std::string w = at + "[" + std::to_string(k) + "]";
+      if (!name.is_string()) invalidInput(w, "expected a tensor name");
+      StoredTensor* t = nullptr;
+      for (auto* table : {&pkg.weights, &pkg.constants})
+        if (auto it = table->find(name.get<std::string>()); it != table->end() && !t) t = &it->second;
+      if (!t) invalidInput(w, "'" + name.get<std::string>() + "' is no tensor of the program");
+      members.push_back(t);
+    }
+    // Ties of tensors with bytes are their records' to say; a group must
+    // agree in dtype and shape to be one tensor.
+    const StoredTensor& first = *members[0];
+    for (size_t k = 1; k < members.size(); ++k) {
+      const StoredTensor& t = *members[k];
+      if (!first.meta || !t.meta || first.meta->dtype != t.meta->dtype || first.meta->shapeStr() != t.meta->shapeStr())
+        invalidInput(at, "'" + first.fqn + "' and '" + t.fqn + "' differ in dtype or shape; tied tensors are one tensor");
+    }
+    for (StoredTensor* t : members)
+      if (t->external) t->data.record = "external:" + first.fqn;
+  }
 }
 
 namespace {
@@ -197,8 +259,11 @@ PayloadPlan planPayload(const std::map<std::string, StoredTensor>& table, const 
   for (const auto& [fqn, t] : table) {
     if (!keep.count(fqn)) continue;
     Json e = t.entry();
-    auto key = std::make_pair(static_cast<const void*>(t.data.source.get()),
-                              t.data.source ? t.data.record : t.fqn);
+    // An external tensor gets a 0-byte record of its own, as torch.export.save
+    // would write it; which tensors are one is the manifest's to say
+    // (ExternalTensor::aliases), not the records'.
+    auto [holder, name] = t.data.storageKey(t.fqn);
+    auto key = std::make_pair(holder, t.external ? "external:" + t.fqn : std::string(name));
     auto it = assigned.find(key);
     if (it == assigned.end()) {
       // Keep the kind of record the loader expects (tensor_, custom_obj_, ...).

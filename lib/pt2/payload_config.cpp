@@ -70,9 +70,15 @@ std::vector<PayloadEntry> parsePayloadConfig(std::string_view text, const std::s
           for (const auto& st : m.strides) concrete = concrete && !st.isExpr;
           if (concrete && !need)
             fail(w["tensor_meta"], "sizes and strides " + m.shapeStr() + " span more than 2^64 bytes");
-          if (need && *have < *need)
-            invalidInput(where, "record holds " + std::to_string(*have) + " bytes but its metadata (" + d->torchName +
-                                    " " + m.shapeStr() + ") needs " + std::to_string(*need));
+          if (need && *have < *need) {
+            if (*have == 0 && m.device.type == "meta") {
+              t.external = true;
+            } else {
+              invalidInput(where, "record holds " + std::to_string(*have) + " bytes but its metadata (" + d->torchName +
+                                      " " + m.shapeStr() + (m.device.type == "cpu" ? "" : " on " + m.device.type) +
+                                      ") needs " + std::to_string(*need));
+            }
+          }
         }
       }
       out.push_back(std::move(t));

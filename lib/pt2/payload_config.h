@@ -25,13 +25,18 @@ struct PayloadEntry {
   bool isParam = false;
   bool usePickle = false;
   std::string record;                  // full record name: dir + path_name
+  // A 0-byte record for a tensor on the meta device, which is what
+  // torch.export.save writes for a meta export: its bytes come from
+  // elsewhere (pt2::StoredTensor::external).
+  bool external = false;
 };
 
 // Size of a record, or nullopt when the archive has none of that name.
 using RecordSizeFn = std::function<std::optional<uint64_t>(const std::string& record)>;
 
 // Checks every field it reads, and that each tensor's record holds the bytes
-// its sizes, strides, storage offset and dtype span. Throws pipecut::Error
+// its sizes, strides, storage offset and dtype span, unless it is a 0-byte
+// record of a tensor on the meta device (PayloadEntry::external). Throws pipecut::Error
 // (InvalidInput) with an empty file and `where` = "<configRecord>: config.<fqn>.<field>"
 // or the data record; the caller attaches the file.
 std::vector<PayloadEntry> parsePayloadConfig(std::string_view text, const std::string& dir,

@@ -152,7 +152,8 @@ class PrivateCopy {
 
 }  // namespace
 
-std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Device device, const std::string& weights) {
+std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Device device, const std::string& weights,
+                                               const std::map<std::string, pt2::StoredTensor>& bound) {
   std::unique_ptr<AotiPackage> p(new AotiPackage());
   // The runner for the device's type, as LibTorch's loader finds it: "cuda"
   // is there when LibTorch was built with CUDA (libtorch_cuda registers it).
@@ -172,18 +173,19 @@ std::unique_ptr<AotiPackage> AotiPackage::load(const std::string& path, c10::Dev
       p->runner_ = creator->second(library, 1, device.str(), copy.directory(), false);
       copy.remove();
       p->metadata_ = std::move(contents.metadata);
-      p->takeWeights(path, weights, device);
+      p->takeWeights(path, weights, device, bound);
       return p;
     }
   }
   p->loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
       path, "model", false, 1, device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
   p->metadata_ = p->loader_->get_metadata();
-  p->takeWeights(path, weights, device);
+  p->takeWeights(path, weights, device, bound);
   return p;
 }
 
-void AotiPackage::takeWeights(const std::string& path, const std::string& weights, c10::Device device) {
+void AotiPackage::takeWeights(const std::string& path, const std::string& weights, c10::Device device,
+                              const std::map<std::string, pt2::StoredTensor>& bound) {
   auto from = metadata_.find("pipecut.weights");
   if (from == metadata_.end() || from->second != "stage") return;  // the package holds them
   if (weights.empty())
@@ -212,7 +214,8 @@ void AotiPackage::takeWeights(const std::string& path, const std::string& weight
     if (foldedAtRun && (isFolded(name) || isFolded(fqn))) continue;
     const std::string key = fqn.rfind(prefix, 0) == 0 ? fqn.substr(prefix.size()) : fqn;
     const std::string where = "constant '" + key + "'";
-    const pt2::StoredTensor* t = source.find(key);
+    auto b = bound.find(key);
+    const pt2::StoredTensor* t = b != bound.end() ? &b->second : source.find(key);
     if (!t)
       throw Error(ErrorKind::InvalidInput, path, where,
                   "is not in " + weights + ", the stage's .pt2 the package takes its weights from; compile it again");

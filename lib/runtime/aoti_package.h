@@ -51,6 +51,7 @@
 // "runtime" (the linear weights pipecut compile transposes): those the
 // package computes from the handed weights when it first runs (AOTInductor
 // folds after every update of the constants), once, into memory of its own.
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,10 @@ class AOTIModelContainerRunner;
 class AOTIModelPackageLoader;
 }  // namespace torch::inductor
 
+namespace pipecut::pt2 {
+struct StoredTensor;
+}
+
 namespace pipecut::runtime {
 
 class AotiPackage {
@@ -76,7 +81,10 @@ class AotiPackage {
   // `weights`: the stage's .pt2, where a package that holds no weights takes
   // them from ("" when the manifest names none); a constant it lacks, or of
   // another dtype, is InvalidInput naming the constant and that file.
-  static std::unique_ptr<AotiPackage> load(const std::string& path, c10::Device device, const std::string& weights = "");
+  // `bound`: a weightless split's tensors bound from a checkpoint
+  // (runtime/stage_weights.h), by FQN, taken before the .pt2's own.
+  static std::unique_ptr<AotiPackage> load(const std::string& path, c10::Device device, const std::string& weights = "",
+                                           const std::map<std::string, pt2::StoredTensor>& bound = {});
   ~AotiPackage();
 
   // Runs the model; steals the inputs (AOTIModelContainerRunner::boxed_run).
@@ -93,7 +101,8 @@ class AotiPackage {
   // Weights from the stage's .pt2, by the runner's constant names (the
   // loader's: by FQN). The runner holds them as user-managed: they live here.
   std::unordered_map<std::string, at::Tensor> constants_;
-  void takeWeights(const std::string& path, const std::string& weights, c10::Device device);
+  void takeWeights(const std::string& path, const std::string& weights, c10::Device device,
+                   const std::map<std::string, pt2::StoredTensor>& bound);
 };
 
 }  // namespace pipecut::runtime

@@ -44,6 +44,7 @@
 #include "runtime/rank_session.h"
 #include "runtime/sampler.h"
 #include "runtime/stage_program.h"
+#include "runtime/stage_weights.h"
 #include "runtime/stage_stats.h"
 #include "runtime/step_channels.h"
 #include "runtime/trace.h"
@@ -215,8 +216,9 @@ class Generation {
     std::vector<c10::Device> where;
     for (uint32_t s = 0; s < P_; ++s)
       if (isLocal(s)) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
+    const StageWeights weights(m_, o_.session.dir, o_.session.weights, /*copies=*/false);
     std::vector<StageProgram> loaded = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where,
-                                                                    o_.session.cpuMatmul);
+                                                             o_.session.cpuMatmul, &weights);
     for (size_t i = 0; i < mine.size(); ++i)
       programs_[mine[i]->index] = std::make_unique<StageProgram>(std::move(loaded[i]));
     for (uint32_t s = 0; s < P_; ++s) {

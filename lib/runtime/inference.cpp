@@ -1,4 +1,5 @@
 #include "runtime/inference.h"
+#include "runtime/stage_weights.h"
 
 #include <unistd.h>
 
@@ -123,8 +124,9 @@ class Engine {
     std::vector<c10::Device> where;
     for (size_t s = 0; s < P_; ++s)
       if (stageRank_[s] == rank_) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
+    const StageWeights weights(m_, o_.session.dir, o_.session.weights, /*copies=*/false);
     std::vector<StageProgram> programs = StageProgram::loadAll(o_.session.dir, mine, o_.session.stageFormat, where,
-                                                                   o_.session.cpuMatmul);
+                                                               o_.session.cpuMatmul, &weights);
     for (size_t i = 0; i < mine.size(); ++i) {
       const Stage& st = *mine[i];
       auto ls = std::make_unique<LocalStage>();

@@ -17,6 +17,7 @@
 #include "runtime/cpu_matmul.h"
 #include "runtime/stage_format.h"
 #include "runtime/train_schedule.h"
+#include "weights/options.h"
 
 namespace pipecut::runtime {
 
@@ -35,6 +36,9 @@ struct SessionOptions {
   std::string tracePath;                        // a Chrome trace (per rank across processes)
   bool force = false;                           // outputs may replace what pipecut did not write (runtime/outputs.h)
   bool progress = false;                        // a progress line on stderr
+  // A weightless split's tensors, bound from the model's checkpoint as each
+  // rank loads its own stages (runtime/stage_weights.h).
+  weights::BindOptions weights;
 };
 
 struct InputOptions {

@@ -1,4 +1,6 @@
 #include "runtime/profile.h"
+#include "runtime/stage_weights.h"
+#include "support/mapped_file.h"
 
 #include <algorithm>
 #include <chrono>
@@ -271,7 +273,9 @@ ProfileReport runProfile(const InferenceOptions& o, const std::string& profilePa
   inputs = splitMicrobatches(inputs, m, 1).at(0);  // checks the exported shapes
 
   std::string path = o.session.dir + "/" + file->path;
+  support::requireRegularFile(path, "a stage file");
   pt2::Package pkg = pt2::readPackage(path);
+  StageWeights(m, o.session.dir, o.session.weights, /*copies=*/true).bindPackage(stage, pkg);
   emit::ProfiledModule pm;
   try {
     pm = emit::buildTorchScriptForProfile(pkg, std::filesystem::path(file->path).stem().string());

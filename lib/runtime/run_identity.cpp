@@ -1,5 +1,7 @@
 #include "runtime/run_identity.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -22,6 +24,13 @@ std::string ranks(const std::vector<int>& r) {
   return out;
 }
 
+// "a" "b" as one line: each item quoted, so that no two lists read alike.
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : " ") + nlohmann::json(i).dump();
+  return out;
+}
+
 // A file's content, not its path.
 std::string fileDigest(const std::string& path) { return path.empty() ? "none" : digestFile(Digest::Xxh3_128, path); }
 
@@ -38,6 +47,12 @@ RunIdentity commonIdentity(const std::string& mode, const SessionOptions& o, con
       {"--cpu-matmul", mode == "training" ? "blas" : cpuMatmulName(o.cpuMatmul)},
       {"--stage-ranks", ranks(stageRank)},
       {"--backend", backend},
+      // Each rank may read its own copy of the checkpoint (another path on
+      // another machine); how names and dtypes bind must agree.
+      {"--weights (given or not)", o.weights.given() ? "yes" : "no"},
+      {"--weights-rename", joined(o.weights.renames)},
+      {"--weights-prefix", o.weights.prefix},
+      {"--weights-cast", o.weights.cast ? "yes" : "no"},
   };
 }
 

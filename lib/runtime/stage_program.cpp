@@ -1,5 +1,11 @@
 #include "runtime/stage_program.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <ATen/Parallel.h>
 #include <torch/nativert/ModelRunnerHandle.h>
 
@@ -13,7 +19,12 @@
 #include "runtime/inputs.h"
 
 #include "runtime/stage_failure.h"
+#include "runtime/stage_weights.h"
+#include "emit/stored_tensors.h"
+#include "pt2/package.h"
 #include "support/error.h"
+#include "support/files.h"
+#include "support/mapped_file.h"
 #include "support/host_cpu.h"
 #include "support/parallel.h"
 #include "support/zip_directory.h"
@@ -72,6 +83,76 @@ bool readsStageFile(const Stage& st, const StageFile& file, StageFormat f, c10::
 
 namespace {
 
+// The module's attribute at `fqn` replaced by `value`: a parameter stays a
+// parameter, a buffer a buffer.
+void setAttribute(torch::jit::Module& m, const std::string& fqn, const at::Tensor& value, bool parameter,
+                  const std::string& path) {
+  torch::jit::Module owner = m;
+  size_t start = 0;
+  for (size_t dot; (dot = fqn.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = fqn.substr(start, dot - start);
+    if (!owner.hasattr(part)) throw Error(ErrorKind::InvalidInput, path, fqn, "the module holds no '" + fqn + "' to bind");
+    owner = owner.attr(part).toModule();
+  }
+  const std::string leaf = fqn.substr(start);
+  if (!owner.hasattr(leaf) || !owner.attr(leaf).isTensor())
+    throw Error(ErrorKind::InvalidInput, path, fqn, "the module holds no tensor '" + fqn + "' to bind");
+  if (parameter) owner.register_parameter(leaf, value, false);
+  else owner.register_buffer(leaf, value);
+}
+
+// A TorchScript stage's stand-ins (emit/stored_tensors.h) replaced by the
+// bound tensors, before anything reads the module's weights.
+void bindModule(torch::jit::Module& m, const Stage& st, const StageWeights& weights, c10::Device device,
+                const std::string& path) {
+  emit::StoredTensors tensors(weights.copies() ? emit::StoredTensors::Bytes::Copied : emit::StoredTensors::Bytes::Mapped);
+  for (const auto& [fqn, t] : weights.bind(st)) {
+    at::Tensor value = tensors.load(t);
+    if (!device.is_cpu()) value = value.to(device).detach().requires_grad_(value.requires_grad());
+    setAttribute(m, fqn, value, t.isParam, path);
+  }
+}
+
+// A stage's .pt2 with its external tensors bound, written for NativeRT to
+// read (it opens a path) in a private directory under $TMPDIR (else /tmp),
+// and removed when this goes: NativeRT reads the weights into memory of its
+// own as it loads.
+class BoundStageFile {
+ public:
+  BoundStageFile(const std::string& stagePath, const Stage& st, const StageWeights& weights) {
+    pt2::Package pkg = pt2::readPackage(stagePath);
+    weights.bindPackage(st, pkg);
+    const char* env = std::getenv("TMPDIR");
+    const std::string base = env && *env ? env : "/tmp";
+    std::string tmpl = base + "/pipecut-bound-XXXXXX";
+    if (!mkdtemp(tmpl.data()))
+      throw Error(osErrorKind(errno), stagePath, "",
+                  "cannot make a directory for the bound stage file in " + base + ": " + std::strerror(errno) +
+                      " (set TMPDIR to a directory with room)");
+    dir_ = tmpl;
+    path_ = dir_ + "/stage.pt2";
+    try {
+      support::HashingWriter w(path_, /*sha256=*/false);
+      pt2::writePackage(pkg, [&](const void* data, size_t n) { return w.write(data, n); });
+      w.finish();
+    } catch (...) {
+      remove();
+      throw;
+    }
+  }
+  ~BoundStageFile() { remove(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  void remove() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+    path_.clear();
+    dir_.clear();
+  }
+  std::string dir_, path_;
+};
+
 // A package's initial state: the manifest's zeros, or the value
 // scripts/aoti_compile.py put in its metadata ("pipecut.state.K").
 void packageState(const Stage& st, const std::unordered_map<std::string, std::string>& metadata, c10::Device device,
@@ -120,16 +201,22 @@ StageProgram& StageProgram::operator=(StageProgram&&) noexcept = default;
 StageProgram::~StageProgram() = default;
 
 std::vector<StageProgram> StageProgram::loadAll(const std::string& dir, const std::vector<const Stage*>& stages,
-                                               StageFormat f, const std::vector<c10::Device>& devices, CpuMatmul matmul) {
+                                               StageFormat f, const std::vector<c10::Device>& devices, CpuMatmul matmul,
+                                               const StageWeights* weights) {
   std::vector<StageProgram> programs(stages.size());
-  support::parallelFor(stages.size(), 0, [&](size_t i) { programs[i] = load(dir, *stages[i], f, devices.at(i), matmul); });
+  support::parallelFor(stages.size(), 0,
+                       [&](size_t i) { programs[i] = load(dir, *stages[i], f, devices.at(i), matmul, weights); });
   return programs;
 }
 
 StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device,
-                                CpuMatmul matmul) {
+                                CpuMatmul matmul, const StageWeights* weights) {
   const StageFile& file = stageFileOf(st, f, device);
   const std::string path = dir + "/" + file.path;
+  // A FIFO or a device in a stage file's place would have the loader wait
+  // for a writer forever (--no-verify reads nothing before this).
+  support::requireRegularFile(path, "a stage file");
+  if (weights && !weights->binds()) weights = nullptr;
   StageProgram p;
   p.format_ = f;
   p.stage_ = st.index;
@@ -144,22 +231,30 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
   try {
     if (f == StageFormat::Aoti) {
       // One runner: each stage's calls come from one thread at a time.
-      const StageFile* weights = weightsSourceOf(st, file);
-      const std::string weightsPath = weights ? dir + "/" + weights->path : "";
+      const StageFile* pt2File = weightsSourceOf(st, file);
+      const std::string weightsPath = pt2File ? dir + "/" + pt2File->path : "";
       // Names, dtypes and shapes are checked as the weights are bound; the
       // identity also catches another .pt2 of the same layout put in this
       // one's place, which --no-verify would not see (kilobytes to read).
       const std::string& compiledFrom = file.compiled->sourceDirectorySha256;
-      if (weights && !compiledFrom.empty() && support::zipDirectorySha256(weightsPath) != compiledFrom)
+      if (pt2File && !compiledFrom.empty() && support::zipDirectorySha256(weightsPath) != compiledFrom)
         throw Error(ErrorKind::InvalidInput, weightsPath, "",
                     "is not the file " + file.path + " was compiled from (its records' CRC-32s differ), and the "
                     "package takes its weights from it; compile it again (pipecut compile)");
-      p.aoti_ = AotiPackage::load(path, device, weightsPath);
+      std::map<std::string, pt2::StoredTensor> bound;
+      if (weights) bound = weights->bind(st);
+      p.aoti_ = AotiPackage::load(path, device, weightsPath, bound);
     } else if (f == StageFormat::TorchScript) {
       p.module_ = torch::jit::load(path, device);
+      if (weights) bindModule(*p.module_, st, *weights, device, path);
       p.module_->eval();
       if (!device.is_cpu()) widenMaskedGroupedAttention(*p.module_);  // runtime/attention_kernels.h says why
       if (device.is_cpu() && resolveCpuMatmul(matmul, support::hostCpuVendor()) == CpuMatmul::OneDnn) p.oneDnnLinears_ = routeLinearsToOneDnn(*p.module_);
+    } else if (weights) {
+      // NativeRT reads a file: the stage's .pt2 with its tensors bound,
+      // written where only this process can see it, read, and unlinked.
+      BoundStageFile bound(path, st, *weights);
+      p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(bound.path(), "model");
     } else {
       // The archive's one program is "model" (models/model.json).
       p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");

@@ -26,6 +26,7 @@ class ModelRunnerHandle;
 namespace pipecut::runtime {
 
 class AotiPackage;
+class StageWeights;
 
 // The stage's file of that format (aoti: the package for `device`'s kind).
 // Throws pipecut::Error (InvalidInput) naming the stage when the split did not
@@ -60,8 +61,11 @@ class StageProgram {
   // `matmul` says what runs a TorchScript stage's float32 linear layers on
   // the CPU (runtime/linear_kernels.h): OneDnn only for a stage that runs
   // without autograd; other formats and devices ignore it.
+  // `weights`: a weightless split's tensors, bound as the stage loads
+  // (runtime/stage_weights.h); nullptr or one that binds nothing for a
+  // split that holds its weights.
   static StageProgram load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device,
-                           CpuMatmul matmul);
+                           CpuMatmul matmul, const StageWeights* weights = nullptr);
   // Loads stages[i] for devices[i], for every i, side by side on the
   // machine's cores: a process holding several stages waits for the
   // slowest load, not their sum (a package's load writes and maps its whole
@@ -69,7 +73,8 @@ class StageProgram {
   // of the lowest i is thrown (support::parallelFor), so which one a run
   // reports does not depend on timing.
   static std::vector<StageProgram> loadAll(const std::string& dir, const std::vector<const Stage*>& stages,
-                                           StageFormat f, const std::vector<c10::Device>& devices, CpuMatmul matmul);
+                                           StageFormat f, const std::vector<c10::Device>& devices, CpuMatmul matmul,
+                                           const StageWeights* weights = nullptr);
 
   StageFormat format() const { return format_; }
   // forward() in the manifest's argument order; results in its output order.

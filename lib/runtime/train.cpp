@@ -41,6 +41,7 @@
 #include "runtime/rank_session.h"
 #include "runtime/tensor_io.h"
 #include "runtime/stage_program.h"
+#include "runtime/stage_weights.h"
 #include "runtime/stage_stats.h"
 #include "runtime/train_checkpoint.h"
 #include "runtime/tied_gradients.h"
@@ -190,8 +191,10 @@ class Trainer {
       if (isLocalStage(s)) mine.push_back(&m_.stages[s]), where.push_back(devices_[s]);
     // The loader every mode uses; training needs the TorchScript module
     // (autograd) with ATen's linear: oneDNN's has no backward (runtime/linear_kernels.h).
+    // Bound weights are the optimizer's to update: copies of their own.
+    const StageWeights weights(m_, o_.session.dir, o_.session.weights, /*copies=*/true);
     std::vector<StageProgram> programs =
-        StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where, CpuMatmul::Blas);
+        StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where, CpuMatmul::Blas, &weights);
     for (size_t i = 0; i < mine.size(); ++i) {
       const Stage& info = *mine[i];
       const uint32_t s = info.index;

@@ -104,6 +104,19 @@ SafetensorsFile parseSafetensors(std::string_view bytes) {
                                                                : std::to_string(static_cast<uint64_t>(numel) * t.itemSize)));
     f.tensors.push_back(std::move(t));
   }
+  // No two tensors' bytes overlap (the format's own rule): a file that says
+  // otherwise would have one write show through another.
+  std::vector<const SafetensorsEntry*> byOffset;
+  for (const auto& t : f.tensors)
+    if (t.end > t.begin) byOffset.push_back(&t);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const SafetensorsEntry* a, const SafetensorsEntry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < byOffset.size(); ++i)
+    if (byOffset[i]->begin < byOffset[i - 1]->end)
+      invalidInput(byOffset[i]->key + ".data_offsets",
+                   "[" + std::to_string(byOffset[i]->begin) + ", " + std::to_string(byOffset[i]->end) + "] overlaps '" +
+                       byOffset[i - 1]->key + "' at [" + std::to_string(byOffset[i - 1]->begin) + ", " +
+                       std::to_string(byOffset[i - 1]->end) + "]");
   return f;
 }
 

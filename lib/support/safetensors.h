@@ -28,8 +28,11 @@ struct SafetensorsFile {
 // Item size of a safetensors dtype code (support/dtypes.h); 0 if unknown.
 int safetensorsItemSize(std::string_view code);
 
-// Throws pipecut::Error (InvalidInput) with an empty file and `where` naming
-// the header field ("header", "<key>.shape[1]", "__metadata__.<name>").
+// Checks the header's length against the file and the format's bound, each
+// tensor's offsets against the data section, its dtype and shape against its
+// byte count, and that no two tensors overlap. Throws pipecut::Error
+// (InvalidInput) with an empty file and `where` naming the header field
+// ("header", "<key>.shape[1]", "<key>.data_offsets", "__metadata__.<name>").
 SafetensorsFile parseSafetensors(std::string_view bytes);
 
 // One tensor to write: `bytes` raw little-endian bytes at `data` (which may be

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "support/sha256.h"
+#include "weights_flags.h"
 
 namespace pipecut::cli {
 
@@ -124,6 +125,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
                                       "runs) or auto (blas on Intel CPUs, where MKL runs its best code, onednn on "
                                       "other x86 CPUs); training always runs blas")
                            ->capture_default_str();
+
+  // A weightless split's tensors, from the model's checkpoint: every mode.
+  addWeightFlags(&app, s.weights);
 
   // Where a forward pass's inputs come from (runtime::InputOptions): inference and --profile.
   CLI::App* inputs = app.add_option_group("inputs", "the inputs of inference and --profile");
@@ -254,6 +258,8 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
         {"--prompts", &g.promptsPath}, {"--check-tokens", &g.checkTokensPath}};
     for (const auto& [name, value] : paths)
       if (app.get_option(name)->count() && value->empty()) throw CLI::ValidationError(name, "expected a path, got an empty one");
+    for (const std::string& w : s.weights.sources)
+      if (w.empty()) throw CLI::ValidationError("--weights", "expected a path, got an empty one");
     auto format = runtime::parseStageFormat(stageFormat);
     if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript, pt2 or aoti");
     s.stageFormat = *format;

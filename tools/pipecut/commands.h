@@ -1,6 +1,8 @@
 #pragma once
 #include <string>
 
+#include "weights/options.h"
+
 namespace pipecut::cli {
 
 struct InspectOptions {
@@ -8,6 +10,7 @@ struct InspectOptions {
   bool json = false;
   std::string dotFile;
   bool force = false;
+  weights::BindOptions weights;
 };
 int runInspect(const InspectOptions& o);
 
@@ -38,6 +41,9 @@ struct SplitOptions {
   bool quiet = false;
   unsigned jobs = 0;
   bool force = false;
+  weights::BindOptions weights;
+  std::string bindAt = "split";  // split or run
+  bool verbose = false;
 };
 int runSplit(const SplitOptions& o);
 

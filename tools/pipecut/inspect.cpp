@@ -6,7 +6,7 @@
 namespace pipecut::cli {
 
 int runInspect(const InspectOptions& o) {
-  driver::inspect({o.model, o.json, o.dotFile, o.force}, std::cout);
+  driver::inspect({o.model, o.json, o.dotFile, o.force, o.weights}, std::cout);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "weights_flags.h"
 #include "support/sha256.h"
 #include "support/error.h"
 #include "support/exit_status.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   const char* forceHelp = "replace an output pipecut did not write (a file, a link, a directory of other files); "
                           "never an input, the directory holding one, /, the current or the home directory";
   ins->add_flag("--force", inspect.force, forceHelp);
+  cli::addWeightFlags(ins, inspect.weights);
 
   cli::NormalizeOptions norm;
   auto* nrm = app.add_subcommand("normalize", "Rewrite a .pt2 with placeholders first, a stable topological "
@@ -70,7 +72,15 @@ int main(int argc, char** argv) {
   spl->add_flag("--verify-each", split.verifyEach, "verify the graph after every pass");
   spl->add_option("-j,--jobs", split.jobs, "stage files written at once (default: two per core)");
   spl->add_flag("-q,--quiet", split.quiet, "no progress line");
+  spl->add_flag("-v,--verbose", split.verbose, "also list the checkpoint tensors the program does not use");
   spl->add_flag("--force", split.force, forceHelp);
+  auto* splWeights = cli::addWeightFlags(spl, split.weights);
+  spl->add_option("--bind-at", split.bindAt,
+                  "split: the stage files hold the checkpoint's bytes; run: they hold none, the manifest pins each "
+                  "tensor's digest, and pipecut-run --weights binds them as stages load")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"split", "run"}))
+      ->needs(splWeights);
 
   cli::VerifyOptions verify;
   auto* ver = app.add_subcommand("verify", "Check a split directory: files against the manifest's hashes, manifest against files");

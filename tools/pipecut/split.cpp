@@ -46,8 +46,11 @@ int runSplit(const SplitOptions& o) {
   r.progress = !o.quiet && support::stderrIsTerminal();
   r.exitsAfter = true;  // main returns right after
   r.force = o.force;
+  r.weights = o.weights;
+  r.bindAtRun = o.bindAt == "run";
   std::string manifestSha256;
-  Manifest m = driver::runSplit(r, &balanced, &manifestSha256);
+  driver::SplitWeights bound;
+  Manifest m = driver::runSplit(r, &balanced, &manifestSha256, &bound);
   if (r.stages > 0) std::cout << driver::balanceText(balanced);
   if (o.preview) {
     support::ScopedPhase phase("report");
@@ -60,6 +63,14 @@ int runSplit(const SplitOptions& o) {
     for (const auto& missing : st.missing)
       std::cerr << "pipecut: warning: stage " << st.index << " has no " << missing.format
                 << " file, the format cannot express it: " << missing.reason << "\n";
+  if (bound.source) {
+    std::cerr << driver::bindingSummary(bound.binding, *bound.source, o.verbose);
+  } else if (m.weightless() && !o.preview) {
+    size_t n = 0;
+    for (const auto& st : m.stages) n += st.external.size();
+    std::cerr << "pipecut: the program was exported on the meta device: a weightless split (" << n
+              << " tensors to bind at run time: pipecut-run " << o.output << " --weights CHECKPOINT)\n";
+  }
   return 0;
 }
 
