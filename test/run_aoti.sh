@@ -9,7 +9,8 @@
 # reference tokens (--generate, KV caches passed in as state); control_flow's
 # map stage compiles from an unrolled copy, other maps as loops, and a nested
 # map is refused before Inductor sees it; a cut after a transpose (strided
-# stage inputs) compiles for the contiguous inputs it is given. A package's
+# stage inputs) compiles for the contiguous inputs it is given; a weightless
+# split's packages take the checkpoint's weights at load. A package's
 # library is copied under TMPDIR and unlinked once loaded: nothing stays there,
 # even after SIGKILL, or when TMPDIR has no room for it. Refusals exit 2 (6
 # for a GPU this machine lacks, or a TMPDIR without room) naming the stage
@@ -156,6 +157,27 @@ for r in 0 1; do
 done
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 [[ $rc -eq 0 ]] && grep -q "check: ok" rank0.log && ok || { bad "2 Gloo ranks (exit $rc)"; tail -n 3 rank*.log; }
+
+# --- A weightless split: packages that take their weights at load ------------
+# llama_dynamic's own weights as a checkpoint, and the split pinned to it
+# (--bind-at run): no stage file holds a weight. Its packages compile around
+# stand-ins (scripts/aoti_compile.py: nothing may read their values) and
+# bind the checkpoint's tensors as they load.
+"$py" - "$models/llama_dynamic.pt2" ckpt.safetensors <<'EOF2'
+import sys, torch
+from safetensors.torch import save_file
+ep = torch.export.load(sys.argv[1])
+save_file({k: v.detach().contiguous() for k, v in {**ep.state_dict, **ep.constants}.items()}, sys.argv[2])
+EOF2
+expect 0 "weightless split" -- "$pipecut" split "$models/llama_dynamic.pt2" --spec two.json --weights ckpt.safetensors \
+  --bind-at run -o weightless -q
+expect 1 "weightless: no freezing" -- "$pipecut" compile weightless --python "$py" -q --inductor-config '{"freezing": true}'
+contains "weightless: freezing refused" "is a weightless split (its stages hold no weights)"
+expect 0 "compile weightless" -- "$pipecut" compile weightless --python "$py" -j 2 -q
+expect 2 "weightless packages without --weights" -- "$run" weightless --stage-format aoti -m 4 --inputs "$mb4" -q
+contains "weightless packages: says so" "is a weightless split"
+expect 0 "weightless packages, bound" -- "$run" weightless --stage-format aoti --weights ckpt.safetensors -m 4 \
+  --inputs "$mb4" --check aoti.whole.mb4.safetensors --atol 1e-5 --rtol 1.3e-6 -q
 
 # --- A cut after a transpose ------------------------------------------------
 # After layer 0's v_proj the query and key cross the cut transposed: their

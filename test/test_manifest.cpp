@@ -53,11 +53,17 @@ static bool operator==(const pipecut::MissingFile& a, const pipecut::MissingFile
 static bool operator==(const StageParameter& a, const StageParameter& b) {
   return std::tie(a.name, a.kind, a.bytes) == std::tie(b.name, b.kind, b.bytes);
 }
+static bool operator==(const ExternalTensor& a, const ExternalTensor& b) {
+  return std::tie(a.name, a.tensor, a.aliases, a.kind, a.xxh3_128) == std::tie(b.name, b.tensor, b.aliases, b.kind, b.xxh3_128);
+}
+static bool operator==(const WeightSourceFile& a, const WeightSourceFile& b) {
+  return std::tie(a.file, a.bytes, a.tensors, a.xxh3_128) == std::tie(b.file, b.bytes, b.tensors, b.xxh3_128);
+}
 static bool operator==(const Stage& a, const Stage& b) {
   return a.index == b.index && a.files == b.files && a.inputs == b.inputs && a.outputs == b.outputs &&
          a.parameters == b.parameters && a.parameterBytes == b.parameterBytes && a.nodeCount == b.nodeCount &&
          a.boundaryBytesPerSample == b.boundaryBytesPerSample && a.modules == b.modules &&
-         a.recomputed == b.recomputed && a.missing == b.missing;
+         a.recomputed == b.recomputed && a.missing == b.missing && a.external == b.external;
 }
 static bool operator==(const UserValue& a, const UserValue& b) {
   return a.name == b.name && a.tensor == b.tensor && a.source == b.source;
@@ -74,7 +80,8 @@ static bool operator==(const Manifest& a, const Manifest& b) {
          a.torchVersion == b.torchVersion && a.schemaVersion == b.schemaVersion &&
          a.pipecutVersion == b.pipecutVersion && a.splitSpec == b.splitSpec && a.inputs == b.inputs &&
          a.outputs == b.outputs && a.inSpec == b.inSpec && a.outSpec == b.outSpec && a.stages == b.stages &&
-         a.tiedGroups == b.tiedGroups && a.symbols == b.symbols;
+         a.tiedGroups == b.tiedGroups && a.symbols == b.symbols && a.metaExport == b.metaExport &&
+         a.weightSources == b.weightSources;
 }
 }  // namespace pipecut
 
@@ -187,6 +194,12 @@ Manifest fullManifest() {
 
   m.tiedGroups.push_back({{"embed.weight", "lm_head.weight"}, {0, 1}});
   m.symbols = {{"s70", 2, std::nullopt}, {"s77", 1, 64}};
+  m.metaExport = true;
+  m.weightSources.push_back({"model-00001-of-00002.safetensors", 5000000000ull, 3, std::string(32, 'a')});
+  m.weightSources.push_back({"buffers.safetensors", 96, 1, std::string(32, 'b')});
+  m.stages[1].external.push_back({"lm_head.weight", tensor("bfloat16", {{256, ""}, {32, ""}}), {"embed.weight"}, "parameter",
+                                  std::string(32, 'c')});
+  m.stages[1].external.push_back({"rotary.inv_freq", tensor("float32", {{8, ""}}), {}, "non_persistent_buffer", ""});
   return m;
 }
 
@@ -396,6 +409,22 @@ TEST_CASE("malformed manifests are rejected naming the file and field", "[manife
     // Even when the newer JSON also has fields this version does not know.
     e = expectInvalid([] { pipecut::manifestFromJson(R"({"format_version": 99, "future": 1})", "new.json"); });
     CHECK(e.where() == "format_version");
+  }
+  SECTION("external tensors: sorted by name, static, their digests hex") {
+    auto refused = [](auto edit) {
+      Manifest m = fullManifest();
+      edit(m.stages[1].external);
+      return expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"); });
+    };
+    pipecut::Error e = refused([](auto& ext) { std::swap(ext[0], ext[1]); });
+    CHECK(std::string(e.what()) == "m.pb: stages[1].external[1].name: 'lm_head.weight' is out of order or repeated "
+                                   "(external tensors are sorted by name)");
+    e = refused([](auto& ext) { ext[0].tensor.shape[0] = {0, "s77"}; });
+    CHECK(e.where() == "stages[1].external[0].tensor.shape");
+    e = refused([](auto& ext) { ext[0].xxh3_128 = "XYZ"; });
+    CHECK(std::string(e.what()) == "m.pb: stages[1].external[0].xxh3_128: expected 32 lowercase hex digits");
+    e = refused([](auto& ext) { ext[1].name.clear(); });
+    CHECK(e.where() == "stages[1].external[1].name");
   }
   SECTION("a stage_output reference to a missing stage") {
     Manifest m = fullManifest();

@@ -136,7 +136,7 @@ std::string bindingSummary(const weights::Binding& b, const weights::WeightSourc
   if (!b.kept.empty()) os << "pipecut:   " << b.kept.size() << " tensors keep the .pt2's own bytes (no source holds them)\n";
   if (!b.unused.empty()) {
     os << "pipecut:   " << b.unused.size() << " checkpoint tensor" << (b.unused.size() == 1 ? "" : "s")
-       << " bind to nothing in the program" << (listUnused ? ":" : " (-v lists them)") << "\n";
+       << (b.unused.size() == 1 ? " binds" : " bind") << " to nothing in the program" << (listUnused ? ":" : " (-v lists them)") << "\n";
     if (listUnused)
       for (const auto* c : b.unused) os << "pipecut:     " << c->name << " (" << files[c->file].path << ")\n";
   }

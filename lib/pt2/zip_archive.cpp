@@ -12,6 +12,7 @@
 
 #include "support/error.h"
 #include "support/little_endian.h"
+#include "support/mapped_file.h"
 #include "support/zip_directory.h"
 
 namespace pipecut::pt2 {
@@ -99,6 +100,8 @@ std::shared_ptr<ArchiveReader> ArchiveReader::open(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(std::string("cannot open: ") + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) fail("is a directory, expected a .pt2 file");
+  // Opening a FIFO to read waits for a writer: refused before anything opens it.
+  if (const std::string kind = support::notARegularFile(path); !kind.empty()) fail("is " + kind + ", expected a .pt2 file");
   if (st.st_size == 0) fail("empty file, expected a .pt2 zip archive");
 
   // The central directory, read by our own parser: torch's stream reader

@@ -233,6 +233,7 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
       // One runner: each stage's calls come from one thread at a time.
       const StageFile* pt2File = weightsSourceOf(st, file);
       const std::string weightsPath = pt2File ? dir + "/" + pt2File->path : "";
+      if (pt2File) support::requireRegularFile(weightsPath, "a stage file");
       // Names, dtypes and shapes are checked as the weights are bound; the
       // identity also catches another .pt2 of the same layout put in this
       // one's place, which --no-verify would not see (kilobytes to read).
