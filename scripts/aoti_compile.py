@@ -363,22 +363,25 @@ def with_contiguous_inputs(ep, req, args):
     return program.run_decompositions({})
 
 
-def materialize_external(ep, names):
+def materialize_meta(ep):
     """A weightless stage's tensors (no bytes in its .pt2: torch.export.load
     makes them meta tensors) as CPU zeros of their dtype and shape, so that
-    the program traces and compiles. The package never holds them: pipecut
-    compiles a weightless split with its constants left out, and pipecut-run
-    hands it the bound checkpoint tensors by FQN. Zeros, not empty: calloc'd
-    pages cost no memory until read."""
+    the program traces and compiles: the external tensors, which the package
+    never holds (pipecut compiles a weightless split with its constants left
+    out, and pipecut-run hands it the bound checkpoint tensors by FQN), and
+    a KV cache's state, passed in as inputs. Zeros, not empty: calloc'd
+    pages cost no memory until read. Returns whether there were any."""
     import torch
 
+    found = False
     for table in (ep.state_dict, ep.constants):
-        for name in names:
-            t = table.get(name)
-            if t is None or t.device.type != "meta":
+        for name, t in list(table.items()):
+            if not isinstance(t, torch.Tensor) or t.device.type != "meta":
                 continue
             z = torch.zeros(t.shape, dtype=t.dtype)
             table[name] = torch.nn.Parameter(z, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else z
+            found = True
+    return found
 
 
 def compile_stage(req):
@@ -387,9 +390,9 @@ def compile_stage(req):
     torch.manual_seed(0)
     ep = torch.export.load(req["source"])
     external = req.get("external") or []
-    materialize_external(ep, external)
+    stand_ins = materialize_meta(ep)
     options = dict(req.get("options") or {})
-    if external:
+    if stand_ins:
         # Nothing may depend on the stand-ins' values: Inductor inlines a
         # constant of at most 8 elements into the kernels (inv_freq of a small
         # head), and folds constant-only expressions whose value is uniform

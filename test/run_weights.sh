@@ -10,6 +10,8 @@
 #            program with --weights-cast
 #   wrapped  an untied GPT-2 inside a wrapper (`lm.`), its checkpoint with
 #            the legacy LayerNorm names gamma and beta
+#   gemma    tied, with a 0-d buffer (embed_scale)
+#   phi3_longrope  its program updates a bound buffer (inv_freq) in place
 #   train    testdata/train/llama_loss.pt2's weights as a checkpoint
 # Every run is --exact against the oracle: split-time binding and run-time
 # binding (a weightless split, and one pinned with --bind-at run), one
@@ -75,7 +77,6 @@ oracle llama real.pt2
 expect 0 "llama: split binding the checkpoint" -- "$pipecut" split fx/llama/meta/model.pt2 --spec llama.spec.json \
   "${llama[@]}" -o llama.bound -v
 contains "llama: the files read" "pipecut:   fx/llama/ckpt/model-00001-of-"
-contains "llama: original_inv_freq is in the buffers file, not in the program" "model.rotary_emb.original_inv_freq (fx/llama/meta/buffers.safetensors)"
 exact llama llama.bound
 ranks llama llama.bound
 "$python" - llama.bound/manifest.json <<'EOF' && ok || bad "llama: the manifest records the meta export and the files read"
@@ -150,6 +151,9 @@ expect 0 "llama: split the meta decode step with weights" -- "$pipecut" split fx
 expect 0 "llama: generate, bound at split" -- "$run" decode.bound --generate --prompts fx/llama/prompts.jsonl \
   --max-new-tokens 8 --check-tokens decode.tokens.jsonl -q
 contains "llama: the same tokens" "check: ok (every token as the reference)"
+expect 2 "llama: the decode step without its prefix" -- "$pipecut" split fx/llama/meta/decode.pt2 --spec decode.spec.json \
+  "${llama[@]}" -o decode.noprefix
+contains "llama: names the prefix that binds" "without 'model.': the program holds the model under an attribute; give --weights-prefix model."
 expect 0 "llama: weightless decode step" -- "$pipecut" split fx/llama/meta/decode.pt2 --spec decode.spec.json \
   -o decode.weightless -q
 expect 0 "llama: generate, bound at run" -- "$run" decode.weightless --generate --prompts fx/llama/prompts.jsonl \
@@ -190,11 +194,36 @@ oracle wrapped real.pt2
 expect 2 "wrapped: without renames" -- "$pipecut" split fx/wrapped/meta.pt2 --spec wrapped.spec.json \
   --weights fx/wrapped/ckpt --weights-prefix lm. -o wrapped.bound
 contains "wrapped: lists what is missing" "lm.transformer.h.0.ln_1.bias, lm.transformer.h.0.ln_1.weight"
+expect 0 "wrapped: inspect --weights without renames" -- "$pipecut" inspect fx/wrapped/meta.pt2 --weights fx/wrapped/ckpt \
+  --weights-prefix lm. --json
+"$python" -c '
+import json, sys
+w = json.loads(sys.stdin.read())["weights"]
+assert len(w["missing"]) == 18 and w["missing"][0] == "lm.transformer.h.0.ln_1.bias", w["missing"]
+unused = [u["name"] for u in w["unused"]]
+assert len(unused) == 18 and "transformer.ln_f.gamma" in unused and all(n.endswith((".gamma", ".beta")) for n in unused), unused
+' <<<"$LAST_LOG" && ok || bad "wrapped: inspect reports the legacy names unused and their tensors missing"
 expect 0 "wrapped: split with renames and a prefix" -- "$pipecut" split fx/wrapped/meta.pt2 --spec wrapped.spec.json \
   --weights fx/wrapped/ckpt "${wrapped_names[@]}" -o wrapped.bound -q
 exact wrapped wrapped.bound
 expect 0 "wrapped: weightless split" -- "$pipecut" split fx/wrapped/meta.pt2 --spec wrapped.spec.json -o wrapped.weightless -q
 exact wrapped wrapped.weightless --weights fx/wrapped/ckpt "${wrapped_names[@]}"
+
+# ---- gemma (a 0-d buffer: its stand-in and its binding) and Phi-3 with
+# longrope (the program writes the inv_freq it was bound: the checkpoint's
+# mapping is copy-on-write): the recipe's forward program, both bindings.
+for c in gemma phi3_longrope; do
+  expect 0 "export_meta $c" -- "$python" "$src/scripts/export_meta.py" --config "fx/$c/ckpt" -o "fx/$c/meta" \
+    --batch 2 --seq 8 --no-decode
+  printf '{"split_points": {"model.layers.2": "BEGINNING"}}' >"$c.spec.json"
+  oracle "$c" real.pt2
+  flags=(--weights "fx/$c/ckpt" --weights "fx/$c/meta/buffers.safetensors")
+  expect 0 "$c: split binding the checkpoint" -- "$pipecut" split "fx/$c/meta/model.pt2" --spec "$c.spec.json" \
+    "${flags[@]}" -o "$c.bound" -q
+  exact "$c" "$c.bound"
+  expect 0 "$c: weightless split" -- "$pipecut" split "fx/$c/meta/model.pt2" --spec "$c.spec.json" -o "$c.weightless" -q
+  exact "$c" "$c.weightless" "${flags[@]}"
+done
 
 # ---- train: a program with its weights, bound at run time (--bind-at run):
 # training takes copies, and ends where training the ordinary split ends.

@@ -311,7 +311,7 @@ TEST_CASE("weights: a meta export's tensors are external until bound; its state 
     for (auto& [fqn, t] : *table) weights::unbind(t, fqn);
   CHECK(weights::externalTensors(pkg).size() == pkg.weights.size() + pkg.constants.size());
   try {
-    weights::requireBound(pkg, "m.pt2", false);
+    weights::requireBound(pkg, "m.pt2", nullptr);
     FAIL("accepted");
   } catch (const Error& e) {
     CHECK_THAT(std::string(e.what()),

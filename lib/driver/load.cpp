@@ -68,7 +68,6 @@ pt2::Package loadNormalized(const std::string& model, const LoadOptions& o) {
   } catch (const Error& e) {
     e.rethrowWithFile(model);
   }
-  weights::zeroExternalState(pkg);
   return pkg;
 }
 

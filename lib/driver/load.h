@@ -32,7 +32,6 @@ void compareConstantsByContent(const pt2::Package& pkg, passes::NormalizeOptions
 // Reads `model`, binds options.weights' tensors, runs the normalization
 // pipeline (meta-device-to-cpu first for a meta export; constants compared by
 // their bytes when deduplicating attribute reads) and verifies the result.
-// A meta export's state that no source gave (a KV cache) starts at zeros.
 // Errors name `model`.
 pt2::Package loadNormalized(const std::string& model, const LoadOptions& options);
 

@@ -184,8 +184,12 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   // from it, and the checkpoint tensor it came from.
   std::map<std::string, const weights::CheckpointTensor*> boundFrom;
   if (source) {
-    weights::requireBound(pkg, r.model, true);
+    weights::requireBound(pkg, r.model, source.get());
     weights::restrictToProgram(binding, pkg, *source);
+    // Stage files that hold their weights hold their state's initial value
+    // too, as the real export's do: a meta export's KV cache, zeros. A
+    // weightless split leaves it to the run, as it leaves the weights.
+    if (!r.bindAtRun) weights::zeroExternalState(pkg);
     for (const auto& b : binding.bound) boundFrom.emplace(b.fqn, b.from);
   }
   // Each checkpoint tensor's digest, computed once.

@@ -35,7 +35,7 @@ at::Tensor StoredTensors::load(const pt2::StoredTensor& t) {
   if (t.external) {
     if (externals_ == Externals::Refuse)
       fail("has no bytes: the program was exported on the meta device; give its weights with --weights");
-    out = at::zeros({1}, options).expand(sizes);
+    out = at::zeros({}, options).expand(sizes);  // one element, whatever the rank (a 0-d buffer too)
   } else {
     // The reader checked that the record holds every byte the view spans.
     const pt2::ByteView bytes = t.data.view();

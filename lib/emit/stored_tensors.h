@@ -31,6 +31,10 @@ class StoredTensors {
   // stand-in of its dtype and shape over one zero element (stride 0), which
   // is what a weightless stage file holds in its place (its manifest lists
   // it; pipecut-run binds the real one as the stage loads).
+  //
+  // A checkpoint's bytes (weights/checkpoint.h) are mapped copy-on-write: a
+  // program that writes a buffer it was given (Phi-3's longrope inv_freq,
+  // updated in place) gets a page of its own, the file is never written.
   enum class Externals { Refuse, Placeholder };
   explicit StoredTensors(Bytes bytes = Bytes::Mapped, Externals externals = Externals::Refuse)
       : bytes_(bytes), externals_(externals) {}

@@ -72,9 +72,12 @@ std::map<std::string, pt2::StoredTensor> StageWeights::bind(const Stage& st) con
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
+    const std::string prefix = weights::prefixHint(*source_, missing.front());
     throw Error(ErrorKind::InvalidInput, dir_, "stage " + std::to_string(st.index),
                 "needs " + std::to_string(missing.size()) + " tensor" + (missing.size() == 1 ? "" : "s") +
                     " no --weights source holds: " + list +
+                    (prefix.empty() ? "" : ". The checkpoint holds '" + missing.front().substr(prefix.size()) +
+                                               "': give --weights-prefix " + prefix) +
                     ". Checkpoints lack non-persistent buffers and constants (rotary inv_freq, for one): give them "
                     "in a further --weights file (scripts/export_meta.py writes one beside the program)");
   }
@@ -85,6 +88,8 @@ void StageWeights::bindPackage(const Stage& st, pt2::Package& stage) const {
   for (auto& [fqn, bound] : bind(st))
     for (auto* table : {&stage.weights, &stage.constants})
       if (auto it = table->find(fqn); it != table->end()) weights::rebind(it->second, bound.data);
+  // A weightless split's state (a KV cache) has no bytes either: zeros.
+  weights::zeroExternalState(stage);
 }
 
 }  // namespace pipecut::runtime

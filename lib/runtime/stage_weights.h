@@ -55,7 +55,8 @@ class StageWeights {
   // checkpoint file and tensor.
   std::map<std::string, pt2::StoredTensor> bind(const Stage& st) const;
   // The same bound into the payload entries of `stage`, a stage's .pt2
-  // (those of its tensors the manifest lists).
+  // (those of its tensors the manifest lists), and its state that has no
+  // bytes (a weightless split's KV cache) bound to zeros.
   void bindPackage(const Stage& st, pt2::Package& stage) const;
 
  private:

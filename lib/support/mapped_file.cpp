@@ -59,7 +59,10 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, cons
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
   if (f->size_ > 0) {
-    void* m = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
+    // Private and writable: a write (a program updating a buffer it was
+    // bound, in place) copies the page it touches for this process alone;
+    // the file is never written, and pages nothing writes stay the page cache's.
+    void* m = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     int err = errno;
     if (m == MAP_FAILED) {
       ::close(fd);

@@ -1,8 +1,10 @@
 #pragma once
-// A whole file mapped read-only, for the large inputs pipecut reads in place
-// (checkpoints' tensors). Only a regular file is opened: a FIFO, a device, a
-// socket or a directory is refused without blocking on it, which opening a
-// FIFO for reading would do until a writer came.
+// A whole file mapped private (copy-on-write), for the large inputs pipecut
+// reads in place (checkpoints' tensors): the file is never written; a page
+// something writes through a tensor over it becomes this process's own.
+// Only a regular file is opened: a FIFO, a device, a socket or a directory
+// is refused without blocking on it, which opening a FIFO for reading would
+// do until a writer came.
 #include <cstdint>
 #include <memory>
 #include <string>

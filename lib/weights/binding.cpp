@@ -257,24 +257,17 @@ Binding bindPackage(pt2::Package& pkg, const WeightSource& source) {
   return out;
 }
 
-void restrictToProgram(Binding& b, const pt2::Package& pkg, const WeightSource& source) {
+void restrictToProgram(Binding& b, const pt2::Package& pkg, const WeightSource&) {
   std::unordered_set<std::string> lifted;
   for (const auto& s : pkg.program.inputSpecs) lifted.insert(s.target);
   std::vector<Binding::Bound> bound;
-  std::unordered_set<const CheckpointTensor*> used;
   for (auto& x : b.bound)
-    if (lifted.count(x.fqn)) {
-      used.insert(x.from);
-      bound.push_back(std::move(x));
-    }
+    if (lifted.count(x.fqn)) bound.push_back(std::move(x));
   b.bound = std::move(bound);
   std::vector<std::string> kept;
   for (auto& k : b.kept)
     if (lifted.count(k)) kept.push_back(std::move(k));
   b.kept = std::move(kept);
-  b.unused.clear();
-  for (const auto& c : source.checkpoint().tensors())
-    if (!used.count(&c)) b.unused.push_back(&c);
 }
 
 std::vector<std::string> externalTensors(const pt2::Package& pkg) {
@@ -302,9 +295,26 @@ std::vector<std::string> missingTensors(const pt2::Package& pkg) {
   return missing;
 }
 
-void requireBound(const pt2::Package& pkg, const std::string& model, bool weightsGiven) {
+std::string prefixHint(const WeightSource& source, const std::string& fqn) {
+  for (size_t dot = fqn.find('.'); dot != std::string::npos; dot = fqn.find('.', dot + 1))
+    if (source.find(fqn.substr(dot + 1))) return fqn.substr(0, dot + 1);
+  return "";
+}
+
+void requireBound(const pt2::Package& pkg, const std::string& model, const WeightSource* source) {
+  const bool weightsGiven = source != nullptr;
   const std::vector<std::string> missing = missingTensors(pkg);
   if (missing.empty()) return;
+  // A wrapper's attribute before every name: the checkpoint has them all without it.
+  std::string hint;
+  if (source) {
+    const std::string prefix = prefixHint(*source, missing.front());
+    size_t under = 0;
+    for (const auto& m : missing) under += m.rfind(prefix, 0) == 0 && source->find(m.substr(prefix.size()));
+    if (!prefix.empty() && under * 2 > missing.size())
+      hint = ". The checkpoint holds " + std::to_string(under) + " of them without '" + prefix +
+             "': the program holds the model under an attribute; give --weights-prefix " + prefix;
+  }
   std::string list;
   for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
   throw Error(ErrorKind::InvalidInput, model, "",
@@ -314,6 +324,7 @@ void requireBound(const pt2::Package& pkg, const std::string& model, bool weight
                   (weightsGiven ? "no --weights source holds " + std::string(missing.size() == 1 ? "it" : "them")
                                 : "no --weights source was given") +
                   ": " + list +
+                  hint +
                   ". Checkpoints lack non-persistent buffers and constants (rotary inv_freq, for one): give them in a "
                   "further --weights file (scripts/export_meta.py writes one beside the program)");
 }

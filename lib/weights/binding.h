@@ -110,7 +110,9 @@ Binding bindPackage(pt2::Package& pkg, const WeightSource& source);
 
 // `b` as the program needs it after normalization (dead code dropped what
 // nothing reads): `bound` and `kept` keep the tensors pkg's program still
-// lifts, and every checkpoint tensor none of them took is `unused`.
+// lifts. `unused` stays what bound to no name of the program at all (a
+// tensor matched by name that dead code or deduplication dropped is not a
+// naming problem).
 void restrictToProgram(Binding& b, const pt2::Package& pkg, const WeightSource& source);
 
 // The lifted tensors of pkg's program that have no bytes (external), sorted.
@@ -119,10 +121,18 @@ std::vector<std::string> externalTensors(const pt2::Package& pkg);
 std::vector<std::string> missingTensors(const pt2::Package& pkg);
 
 // Throws pipecut::Error (InvalidInput) naming `model` when any lifted
-// tensor of pkg's program has no bytes, listing every one; says that a
-// further --weights file can supply what checkpoints lack (non-persistent
-// buffers such as rotary inv_freq, constants).
-void requireBound(const pt2::Package& pkg, const std::string& model, bool weightsGiven);
+// tensor of pkg's program that is not state has no bytes, listing every
+// one; says that a further --weights file can supply what checkpoints lack
+// (non-persistent buffers such as rotary inv_freq, constants), and, when the
+// checkpoint holds a missing name without its first components (a wrapper's
+// attribute), the --weights-prefix that would bind it. `source`: the
+// weights given, or nullptr.
+void requireBound(const pt2::Package& pkg, const std::string& model, const WeightSource* source);
+
+// The --weights-prefix that would bind `fqn` from `source`: the leading
+// components whose removal leaves a name the checkpoint holds (after its
+// renames), e.g. "model." for "model.model.layers.0..."; "" when none does.
+std::string prefixHint(const WeightSource& source, const std::string& fqn);
 
 // A stored tensor's payload entry and metadata as a contiguous CPU tensor
 // of its dtype and sizes with `data` for bytes (what binding makes it).
