@@ -38,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -116,16 +117,41 @@ def python():
 
 
 def run_rusage(cmd, env=None):
-    """Runs cmd; returns (seconds, peak resident bytes of that process, output)."""
+    """Runs cmd; returns (seconds, peak anonymous bytes, peak resident bytes, output).
+    Peak resident from /usr/bin/time (its child's maxrss: a child of this
+    process would inherit this process's high-water mark through fork);
+    peak anonymous (RssAnon, polled every 5 ms) is what the process itself
+    allocated, without the file pages it maps (a checkpoint's, the page
+    cache's to drop)."""
+    marker = "pipecut-bench-maxrss-kb="
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc = subprocess.Popen(["/usr/bin/time", "-f", marker + "%M"] + cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    peak = [0]
+
+    def poll():  # the RssAnon of time's child, the command
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                    kids = f.read().split()
+                for kid in kids:
+                    with open(f"/proc/{kid}/status") as f:
+                        for line in f:
+                            if line.startswith("RssAnon:"):
+                                peak[0] = max(peak[0], int(line.split()[1]) * 1024)
+            except OSError:
+                pass
+            time.sleep(0.005)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    out, err = proc.communicate()
+    poller.join()
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"failed (exit {proc.returncode}): {' '.join(cmd)}\n{out[-4000:]}")
-    return elapsed, usage.ru_maxrss * 1024, out
+        raise SystemExit(f"failed (exit {proc.returncode}): {' '.join(cmd)}\n{(out + err)[-4000:]}")
+    rss = int(err.rsplit(marker, 1)[1].split()[0]) * 1024
+    return elapsed, peak[0], rss, out + err
 
 
 def meta_export(work, ckpt, layers, out):
@@ -135,7 +161,7 @@ def meta_export(work, ckpt, layers, out):
     llama_config(layers).save_pretrained(cfgdir)
     rmtree(out)
     return run_rusage([python(), os.path.join(ROOT, "scripts", "export_meta.py"), "--config", cfgdir, "-o", out,
-                       "--no-decode", "--batch", "1", "--seq", "128"])
+                       "--no-decode", "--batch", "1", "--seq", "128"])[:3]
 
 
 def split_part(args, work):
@@ -144,35 +170,55 @@ def split_part(args, work):
     meta = os.path.join(work, "meta4")
     meta_export(work, ckpt, 4, meta)
     ckpt_bytes = sum(os.path.getsize(os.path.join(ckpt, f)) for f in os.listdir(ckpt))
-    out, copy = os.path.join(work, "split4"), os.path.join(work, "ckpt4.copy")
+    out, copy = os.path.join(work, "split4"), os.path.join(work, "copy")
     split = [args.pipecut, "split", os.path.join(meta, "model.pt2"), "--weights", ckpt, "--weights",
              os.path.join(meta, "buffers.safetensors"), "--stages", "4", "--balance", "params", "-o", out, "-q"]
-    ratios = {"pt2": [], "both": []}
+    # Per round, back to back: cp -r of the checkpoint, the split in one
+    # format (as many bytes as the checkpoint), the split in both formats,
+    # and cp -r of that output (the same bytes as it wrote).
+    ratio = {"pt2": [], "both": [], "both_out": []}
     peaks = {"pt2": [], "both": []}
-    times = {"pt2": [], "both": [], "cp": []}
+    times = {"pt2": [], "both": [], "cp": [], "cp_out": []}
     largest = {}
+
+    def cp(src):
+        rmtree(copy)
+        s, _, _, _ = synced(["cp", "-r", src, copy])
+        rmtree(copy)
+        return s
+
+    def split_once(kind, flags):
+        rmtree(out)
+        s, peak, _, _ = synced(split + flags, poll_memory=True)
+        peaks[kind].append(peak)
+        times[kind].append(s)
+        largest[kind] = max(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.startswith("stage_"))
+        return s
+
     for r in range(args.rounds):
-        for kind, flags in (("pt2", ["--format", "pt2"]), ("both", [])):
-            rmtree(copy)
-            cp_s, _, _, _ = synced(["cp", "-r", ckpt, copy])
-            rmtree(copy)
-            rmtree(out)
-            s, peak, _, _ = synced(split + flags, poll_memory=True)
-            ratios[kind].append(s / cp_s)
-            peaks[kind].append(peak)
-            times[kind].append(s)
-            times["cp"].append(cp_s)
-            largest[kind] = max(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.startswith("stage_"))
-            print(f"  round {r + 1} {kind}: split {s:.2f} s, cp {cp_s:.2f} s, {s / cp_s:.2f}x, "
-                  f"peak anon {peak / MiB:.0f} MiB", flush=True)
+        cp_s = cp(ckpt)
+        pt2_s = split_once("pt2", ["--format", "pt2"])
+        both_s = split_once("both", [])
+        out_s = cp(out)
+        times["cp"].append(cp_s)
+        times["cp_out"].append(out_s)
+        ratio["pt2"].append(pt2_s / cp_s)
+        ratio["both"].append(both_s / cp_s)
+        ratio["both_out"].append(both_s / out_s)
+        print(f"  round {r + 1}: cp checkpoint {cp_s:.2f} s; split --format pt2 {pt2_s:.2f} s ({pt2_s / cp_s:.2f}x); "
+              f"both formats {both_s:.2f} s ({both_s / cp_s:.2f}x the checkpoint's cp, {both_s / out_s:.2f}x cp of "
+              f"its output, {out_s:.2f} s)", flush=True)
     rmtree(out)
-    print(f"split with --weights: checkpoint {ckpt_bytes / 1e9:.2f} GB, 4 layers, 4 stages, {args.rounds} rounds")
+    med = statistics.median
+    print(f"split with --weights: checkpoint {ckpt_bytes / 1e9:.2f} GB (bf16, 4 layers of Llama-2-7B), 4 stages, "
+          f"{args.rounds} rounds (medians of the per-round ratios)")
+    print(f"  --format pt2 / cp -r checkpoint: {med(ratio['pt2']):.2f}x (rounds "
+          f"{', '.join(f'{x:.2f}' for x in ratio['pt2'])}); split {med(times['pt2']):.2f} s, cp {med(times['cp']):.2f} s")
+    print(f"  both formats / cp -r checkpoint: {med(ratio['both']):.2f}x (twice the bytes); / cp -r of its output: "
+          f"{med(ratio['both_out']):.2f}x (rounds {', '.join(f'{x:.2f}' for x in ratio['both_out'])})")
     for kind in ("pt2", "both"):
-        print(f"  {kind:5s} split / cp -r checkpoint: median {statistics.median(ratios[kind]):.2f}x "
-              f"(rounds {', '.join(f'{x:.2f}' for x in ratios[kind])}); split {statistics.median(times[kind]):.2f} s; "
-              f"peak anon {max(peaks[kind]) / MiB:.0f} MiB = {max(peaks[kind]) / largest[kind]:.2f}x the largest stage "
-              f"file ({largest[kind] / MiB:.0f} MiB)")
-    print(f"  cp -r checkpoint: median {statistics.median(times['cp']):.2f} s")
+        print(f"  peak anonymous memory, {kind}: {max(peaks[kind]) / MiB:.0f} MiB = "
+              f"{max(peaks[kind]) / largest[kind]:.2f}x the largest stage file ({largest[kind] / MiB:.0f} MiB)")
 
 
 def path_part(args, work):
@@ -187,15 +233,15 @@ def path_part(args, work):
 
     def meta_path(n):
         meta = os.path.join(work, f"meta{n}")
-        e_s, e_rss, _ = meta_export(work, ckpt, n, meta)
+        e_s, e_anon, e_rss = meta_export(work, ckpt, n, meta)
         out = os.path.join(work, f"split{n}")
         rmtree(out)
         os.sync()
-        s_s, s_rss, log = run_rusage([args.pipecut, "split", os.path.join(meta, "model.pt2"), "--weights", ckpt,
-                                      "--weights", os.path.join(meta, "buffers.safetensors"), "--stages", "8",
-                                      "--balance", "params", "--format", "pt2", "-o", out, "-q"])
+        s_s, s_anon, s_rss, _ = run_rusage([args.pipecut, "split", os.path.join(meta, "model.pt2"), "--weights", ckpt,
+                                            "--weights", os.path.join(meta, "buffers.safetensors"), "--stages", "8",
+                                            "--balance", "params", "--format", "pt2", "-o", out, "-q"])
         os.sync()
-        rows.append((f"meta export + split --weights, {n} layers", e_s, e_rss, s_s, s_rss))
+        rows.append((f"meta export + split --weights, {n} layers", e_s, e_anon, e_rss, s_s, s_anon, s_rss))
         rmtree(out)
 
     def today_path(n):
@@ -213,30 +259,31 @@ ids = torch.zeros(1, 128, dtype=torch.long)
 ep = torch.export.export(m, (ids,), strict=False)
 torch.export.save(ep, {pt2!r})
 """
-        e_s, e_rss, _ = run_rusage([python(), "-c", script])
+        e_s, e_anon, e_rss, _ = run_rusage([python(), "-c", script])
         out = os.path.join(work, f"split_today{n}")
         rmtree(out)
         os.sync()
-        s_s, s_rss, _ = run_rusage([args.pipecut, "split", pt2, "--stages", "8", "--balance", "params", "--format",
-                                    "pt2", "-o", out, "-q"])
+        s_s, s_anon, s_rss, _ = run_rusage([args.pipecut, "split", pt2, "--stages", "8", "--balance", "params",
+                                            "--format", "pt2", "-o", out, "-q"])
         os.sync()
-        rows.append((f"from_pretrained + torch.export.save + split, {n} layers", e_s, e_rss, s_s, s_rss))
+        rows.append((f"from_pretrained + torch.export.save + split, {n} layers", e_s, e_anon, e_rss, s_s, s_anon, s_rss))
         rmtree(out)
         os.remove(pt2)
 
     meta_path(layers)
-    if today:
-        meta_path(today)
-        today_path(today)
-    print(f"the whole path (Llama-2-7B shapes, bfloat16, 8 stages, --format pt2):")
-    for name, e_s, e_rss, s_s, s_rss in rows:
-        print(f"  {name}: export {e_s:.1f} s ({e_rss / GiB:.2f} GiB peak RSS), split {s_s:.1f} s "
-              f"({s_rss / GiB:.2f} GiB); total {e_s + s_s:.1f} s, peak {max(e_rss, s_rss) / GiB:.2f} GiB")
-    if today:
-        meta = next(r for r in rows if r[0].endswith(f" {today} layers") and r[0].startswith("meta"))
-        real = rows[-1]
-        print(f"  at {today} layers: today's path / the meta path: time {(real[1] + real[3]) / (meta[1] + meta[3]):.1f}x, "
-              f"peak memory {max(real[2], real[4]) / max(meta[2], meta[4]):.1f}x")
+    for n in today:
+        meta_path(n)
+        today_path(n)
+    print("the whole path (Llama-2-7B shapes, bfloat16, 8 stages, --format pt2); memory: peak anonymous "
+          "(peak resident, mapped file pages included)")
+    for name, e_s, e_anon, e_rss, s_s, s_anon, s_rss in rows:
+        print(f"  {name}: export {e_s:.1f} s, {e_anon / GiB:.2f} GiB ({e_rss / GiB:.2f}); split {s_s:.1f} s, "
+              f"{s_anon / GiB:.2f} GiB ({s_rss / GiB:.2f}); total {e_s + s_s:.1f} s")
+    for n in today:
+        meta = next(r for r in rows if r[0] == f"meta export + split --weights, {n} layers")
+        real = next(r for r in rows if r[0] == f"from_pretrained + torch.export.save + split, {n} layers")
+        print(f"  at {n} layers, today's path / the meta path: time {(real[1] + real[4]) / (meta[1] + meta[4]):.1f}x, "
+              f"peak anonymous memory {max(real[2], real[5]) / max(meta[2], meta[5]):.1f}x")
 
 
 def main():
@@ -245,7 +292,8 @@ def main():
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/pipecut/bench-weights"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--part", choices=("split", "path", "both"), default="both")
-    ap.add_argument("--today-layers", type=int, default=16, help="layers of today's path (0: skip it)")
+    ap.add_argument("--today-layers", type=int, nargs="*", default=[16],
+                    help="layer counts to run today's path at (none: skip it)")
     ap.add_argument("--path-layers", type=int, default=32)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)

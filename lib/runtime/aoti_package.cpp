@@ -17,6 +17,7 @@
 #include "pt2/package.h"
 #include "pt2/zip_archive.h"
 #include "support/error.h"
+#include "support/private_dir.h"
 
 namespace pipecut::runtime {
 
@@ -81,24 +82,15 @@ PackageContents inspect(const pt2::ArchiveReader& archive, const std::string& de
 // A private directory for the library, and its removal on every path out.
 class PrivateCopy {
  public:
-  explicit PrivateCopy(const std::string& packagePath) : package_(packagePath) {
-    const char* env = std::getenv("TMPDIR");
-    base_ = env && *env ? env : "/tmp";
-    std::string tmpl = base_ + "/pipecut-aoti-XXXXXX";
-    if (!mkdtemp(tmpl.data()))
-      throw Error(osErrorKind(errno), package_, "",
-                  "cannot make a directory for the package's library in " + base_ + ": " + std::strerror(errno) +
-                      " (set TMPDIR to a directory with room)");
-    dir_ = tmpl;
-  }
-  ~PrivateCopy() { remove(); }
+  explicit PrivateCopy(const std::string& packagePath)
+      : package_(packagePath), dir_("pipecut-aoti", "the package's library", packagePath) {}
 
   // Writes the record to the directory; its path. The kernel copies the
   // bytes file to file (copy_file_range: no page of either file mapped
   // here, and a clone where the filesystem shares blocks); a filesystem
   // pair it cannot copy between gets a write from the package's mapping.
   const std::string& write(const pt2::ArchiveReader& archive, const std::string& record) {
-    file_ = dir_ + "/stage.so";
+    file_ = dir_.file("stage.so");
     const pt2::ByteView bytes = archive.bytes(record);
     const std::optional<uint64_t> offset = archive.fileOffset(record);
     int out = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
@@ -129,15 +121,10 @@ class PrivateCopy {
     return file_;
   }
 
-  const std::string& directory() const { return dir_; }
+  const std::string& directory() const { return dir_.path(); }
 
   // Unlinks the copy and its directory; a loaded library stays mapped.
-  void remove() {
-    if (!file_.empty()) ::unlink(file_.c_str());
-    if (!dir_.empty()) ::rmdir(dir_.c_str());
-    file_.clear();
-    dir_.clear();
-  }
+  void remove() { dir_.remove(); }
 
  private:
   [[noreturn]] void fail(const std::string& doing, int err) {
@@ -147,7 +134,9 @@ class PrivateCopy {
                 "cannot " + doing + " " + file + " (the package's library, loaded from there): " + std::strerror(err) +
                     " (set TMPDIR to a directory with room)");
   }
-  std::string package_, base_, dir_, file_;
+  std::string package_;
+  support::PrivateDir dir_;
+  std::string file_;
 };
 
 }  // namespace

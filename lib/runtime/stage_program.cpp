@@ -25,6 +25,7 @@
 #include "support/error.h"
 #include "support/files.h"
 #include "support/mapped_file.h"
+#include "support/private_dir.h"
 #include "support/host_cpu.h"
 #include "support/parallel.h"
 #include "support/zip_directory.h"
@@ -119,38 +120,18 @@ void bindModule(torch::jit::Module& m, const Stage& st, const StageWeights& weig
 // own as it loads.
 class BoundStageFile {
  public:
-  BoundStageFile(const std::string& stagePath, const Stage& st, const StageWeights& weights) {
+  BoundStageFile(const std::string& stagePath, const Stage& st, const StageWeights& weights)
+      : dir_("pipecut-bound", "the bound stage file", stagePath) {
     pt2::Package pkg = pt2::readPackage(stagePath);
     weights.bindPackage(st, pkg);
-    const char* env = std::getenv("TMPDIR");
-    const std::string base = env && *env ? env : "/tmp";
-    std::string tmpl = base + "/pipecut-bound-XXXXXX";
-    if (!mkdtemp(tmpl.data()))
-      throw Error(osErrorKind(errno), stagePath, "",
-                  "cannot make a directory for the bound stage file in " + base + ": " + std::strerror(errno) +
-                      " (set TMPDIR to a directory with room)");
-    dir_ = tmpl;
-    path_ = dir_ + "/stage.pt2";
-    try {
-      support::HashingWriter w(path_, /*sha256=*/false);
-      pt2::writePackage(pkg, [&](const void* data, size_t n) { return w.write(data, n); });
-      w.finish();
-    } catch (...) {
-      remove();
-      throw;
-    }
+    support::HashingWriter w(dir_.file("stage.pt2"), /*sha256=*/false);
+    pt2::writePackage(pkg, [&](const void* data, size_t n) { return w.write(data, n); });
+    w.finish();
   }
-  ~BoundStageFile() { remove(); }
-  const std::string& path() const { return path_; }
+  std::string path() const { return dir_.path() + "/stage.pt2"; }
 
  private:
-  void remove() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-    if (!dir_.empty()) ::rmdir(dir_.c_str());
-    path_.clear();
-    dir_.clear();
-  }
-  std::string dir_, path_;
+  support::PrivateDir dir_;  // removed, file and all, when this goes
 };
 
 // A package's initial state: the manifest's zeros, or the value
