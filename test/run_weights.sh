@@ -71,6 +71,20 @@ ranks() {
     { bad "$c: $dir on 2 Gloo ranks (exit $rc)"; tail -n 3 "$dir".rank*.log; }
 }
 
+# two LOG ARGS...: pipecut-run ARGS on 2 Gloo processes; rank r's output in LOG.rankR.log.
+two() {
+  local log=$1 pids=() rc=0
+  shift
+  port=$((port + 1))
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+      "$run" "$@" --timeout 60 >"$log.rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}
+
 # ---- llama: sharded float32; the buffers file holds rotary inv_freq.
 llama=(--weights fx/llama/ckpt --weights fx/llama/meta/buffers.safetensors)
 oracle llama real.pt2
@@ -159,6 +173,10 @@ expect 0 "llama: weightless decode step" -- "$pipecut" split fx/llama/meta/decod
 expect 0 "llama: generate, bound at run" -- "$run" decode.weightless --generate --prompts fx/llama/prompts.jsonl \
   --max-new-tokens 8 --check-tokens decode.tokens.jsonl -q "${llama[@]}" --weights-prefix model.
 contains "llama: the same tokens at run time" "check: ok (every token as the reference)"
+two decode.weightless decode.weightless --generate --prompts fx/llama/prompts.jsonl --max-new-tokens 8 \
+  --check-tokens decode.tokens.jsonl -q "${llama[@]}" --weights-prefix model. &&
+  grep -q "check: ok (every token as the reference)" decode.weightless.rank0.log && ok ||
+  { bad "llama: generate bound at run on 2 Gloo ranks"; tail -n 3 decode.weightless.rank*.log; }
 
 # ---- gpt2: bfloat16, tied embeddings saved once (the recipe declares the tie).
 gpt2=(--weights fx/gpt2/ckpt --weights fx/gpt2/meta/buffers.safetensors)
@@ -240,6 +258,11 @@ for dir in train.real train.pinned; do
   expect 0 "train: merge $dir" -- "$pipecut" merge "$dir.ckpt" -o "$dir.state.safetensors" -q
 done
 cmp -s train.real.state.safetensors train.pinned.state.safetensors && ok || bad "train: bound weights train as the split's own"
+two train.ranks train.pinned --train --data "$train/llama_loss.data.safetensors" -m 4 --steps 2 --optimizer adamw \
+  --lr 0.01 --save-checkpoint train.ranks.ckpt -q --weights fx/train/ckpt && ok ||
+  { bad "train: bound at run on 2 Gloo ranks"; tail -n 3 train.ranks.rank*.log; }
+expect 0 "train: merge the 2-rank checkpoint" -- "$pipecut" merge train.ranks.ckpt -o train.ranks.state.safetensors -q
+cmp -s train.real.state.safetensors train.ranks.state.safetensors && ok || bad "train: 2 ranks bound at run train as one process"
 
 # ---- bad sources: exit 2, the file and the tensor named, nothing written.
 cp -r fx/llama/ckpt bad_ckpt
