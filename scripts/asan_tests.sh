@@ -12,14 +12,14 @@
 # 2026-11-29; 724 s at -O2), ccache makes later ones cheap; the tests 2.5 min.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=$("$root/scripts/setup.sh")
+python=$("$root/scripts/setup.sh")
 asan=${PIPECUT_ASAN_BUILD_DIR:-$root/build-asan}
 log() { echo "asan: $*" >&2; }
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 mkdir -p "$asan"
 start=$SECONDS
-cmake -S "$root" -B "$asan" -G Ninja -DPIPECUT_PYTHON="$venv/bin/python" -DCMAKE_BUILD_TYPE=Asan \
+cmake -S "$root" -B "$asan" -G Ninja -DPIPECUT_PYTHON="$python" -DCMAKE_BUILD_TYPE=Asan \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize=vptr -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
   "${launcher[@]}" >"$asan/configure.log" 2>&1 || { cat "$asan/configure.log" >&2; exit 1; }
 cmake --build "$asan" -j2 --target pipecut_tests >&2

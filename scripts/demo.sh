@@ -6,8 +6,10 @@
 # PyTorch's reference outputs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=$("$root/scripts/build.sh" --target pipecut pipecut-run)
-build=${PIPECUT_BUILD_DIR:-$root/build}
+source "$root/scripts/torch_env.sh"
+pipecut_torch_env
+"$root/scripts/build.sh" --target pipecut pipecut-run >/dev/null
+build=$PIPECUT_BUILD
 pipecut=$build/tools/pipecut run=$build/tools/pipecut-run
 models=$root/testdata/models
 out=${PIPECUT_DEMO_OUT:-$build/demo}

@@ -66,8 +66,10 @@ fi
 CXX_CLANG=clang++-14
 
 # ---- 2. the normal build ----------------------------------------------------------
-venv=$(bash scripts/build.sh)
-build=${PIPECUT_BUILD_DIR:-$root/build}
+source "$root/scripts/torch_env.sh"
+pipecut_torch_env
+bash scripts/build.sh >/dev/null
+build=$PIPECUT_BUILD
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 

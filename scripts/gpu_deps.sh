@@ -19,6 +19,6 @@ find "$dest/prefix" -name "*.a" -delete  # the shared libraries suffice; keeps t
 # wheel torch depends on); in case that wheel is missing there, a copy of the
 # header from this machine's venv (only declarations: libtorch_cuda brings the
 # library) goes into the prefix, where gpu_check.sh points CMake.
-venv_nccl=$("$root/scripts/setup.sh")/lib/python3*/site-packages/nvidia/nccl/include
+venv_nccl=$(dirname "$(dirname "$("$root/scripts/setup.sh")")")/lib/python3*/site-packages/nvidia/nccl/include
 for d in $venv_nccl; do [[ -f $d/nccl.h ]] && mkdir -p "$dest/prefix/nccl/include" && cp -r "$d"/. "$dest/prefix/nccl/include/"; done
 du -sh "$dest/prefix"

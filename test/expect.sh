@@ -17,3 +17,10 @@ bad() { echo "FAIL ($1)"; fail=$((fail+1)); }  # bad DESCRIPTION: a check failed
 cpu_vendor=$(awk -F': ' '/^vendor_id/ {print $2; exit}' /proc/cpuinfo)
 auto_matmul=blas
 [[ -n $cpu_vendor && $cpu_vendor != GenuineIntel ]] && auto_matmul=onednn
+# Whether the runner's LibTorch has NativeRT (torch 2.15's wheel does not:
+# runtime/nativert_runner.h): its --stage-format pt2 checks run only then,
+# and without it one check says it is refused, naming the LibTorch.
+nativert() { [[ $("$run" --version) != *"without NativeRT"* ]]; }
+no_nativert() {  # no_nativert SCRIPT: checks that the refusal says why; counts one pass
+  echo "$1: NativeRT checks skipped: $("$run" --version)"
+}

@@ -41,6 +41,7 @@ launch() {  # launch WORLD DIR INPUTS EXPECTED M [OPTION...]
   fi
 }
 source "$src/test/test_part.sh"  # part, want_m1
+source "$src/test/expect.sh"     # nativert
 rm -f "$splits"/*.whole.dist.$backend.*.safetensors  # computed afresh by whole() each run
 for spec in "$src"/testdata/specs/*.json; do
   name=$(basename "$spec" .json); model=${name%.*}
@@ -65,7 +66,8 @@ launch 2 "$splits/llama_tiny.4" "$ref" "$(whole llama_tiny 4 "$ref")" 4 --schedu
 # inlined no_grad split on 4 ranks, against the unsplit TorchScript program
 # run with ATen's BLAS, as NativeRT runs. Gloo only: the message order is the
 # same whichever files run.
-if [[ $backend == gloo ]]; then
+[[ $backend == gloo ]] && ! nativert && no_nativert run_distributed
+if [[ $backend == gloo ]] && nativert; then
   # Each fixture's most-stages split (NAME.inlined, from test_split), on 2 ranks.
   for spec in "$src"/testdata/specs/*.json; do
     name=$(basename "$spec" .json); model=${name%.*}

@@ -121,10 +121,14 @@ expect 2 "llama: run-time binding lacking inv_freq" -- "$run" llama.weightless -
 contains "llama: names the stage and the tensor" "stage 0: needs 1 tensor no --weights source holds: model.rotary_emb.inv_freq"
 exact llama llama.weightless "${llama[@]}"
 ranks llama llama.weightless "${llama[@]}"
-oracle llama real.pt2 pt2
-expect 0 "llama: weightless split for NativeRT" -- "$pipecut" split fx/llama/meta/model.pt2 --spec llama.spec.json \
-  --inline-grad-regions --format pt2 -o llama.weightless.pt2 -q
-exact llama llama.weightless.pt2 "${llama[@]}" --stage-format pt2
+if nativert; then
+  oracle llama real.pt2 pt2
+  expect 0 "llama: weightless split for NativeRT" -- "$pipecut" split fx/llama/meta/model.pt2 --spec llama.spec.json \
+    --inline-grad-regions --format pt2 -o llama.weightless.pt2 -q
+  exact llama llama.weightless.pt2 "${llama[@]}" --stage-format pt2
+else
+  no_nativert run_weights
+fi
 # --bind-at run: read and pinned now, bound at run time; other bytes are refused.
 expect 0 "llama: --bind-at run" -- "$pipecut" split fx/llama/meta/model.pt2 --spec llama.spec.json "${llama[@]}" \
   --bind-at run -o llama.pinned -q

@@ -1,6 +1,8 @@
 // The command line as users meet it: exit codes, messages, and nothing written
 // when processing fails.
 #include <catch2/catch.hpp>
+
+#include "emit/libtorch_version.h"
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -226,7 +228,9 @@ TEST_CASE("usage errors exit 1, help and version exit 0", "[cli]") {
   CHECK_THAT(h.output, Catch::Contains("inspect") && Catch::Contains("normalize"));
   auto v = test::runPipecut("--version");
   CHECK(v.exitCode == 0);
-  CHECK_THAT(v.output, Catch::StartsWith("pipecut "));
+  // The LibTorch linked, named by CMake's Torch_VERSION and by the headers alike.
+  CHECK(v.output == std::string("pipecut ") + PIPECUT_VERSION + " (LibTorch " + PIPECUT_LIBTORCH_VERSION + ")\n");
+  CHECK(emit::libtorchVersion() == PIPECUT_LIBTORCH_VERSION);
 }
 
 TEST_CASE("inspect shows the tiny Llama's layers, their parameter bytes and the no_grad region", "[cli]") {

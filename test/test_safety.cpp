@@ -269,4 +269,8 @@ TEST_CASE("pipecut-run options: ranges and lists checked when parsed", "[safety]
   CHECK(help.mode == cli::RunCommand::Mode::Exit);
   CHECK(help.exitCode == 0);
   CHECK_THAT(help.text, Catch::Contains("--expect-manifest"));
+  cli::RunCommand version = parse({"--version"});
+  CHECK(version.exitCode == 0);
+  CHECK(version.text == std::string("pipecut-run ") + PIPECUT_VERSION + " (LibTorch " + PIPECUT_LIBTORCH_VERSION +
+                            (PIPECUT_HAVE_NATIVERT ? ")\n" : ", without NativeRT)\n"));
 }

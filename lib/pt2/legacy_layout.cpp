@@ -1,5 +1,7 @@
 #include "pt2/legacy_layout.h"
 
+#include "emit/libtorch_compat.h"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -49,7 +51,7 @@ std::set<std::string> parameterNames(const ArchiveReader& a, const std::string& 
 }
 
 Json tensorMeta(const at::Tensor& t, const std::string& file, const std::string& where) {
-  std::string name = c10::getDtypeNames(t.scalar_type()).first;
+  std::string name = emit::compat::dtypeName(t.scalar_type());
   const support::DType* d = support::dtypeFromTorchName(name);
   if (!d) throw Error(ErrorKind::InvalidInput, file, where, "dtype " + name + " has no .pt2 schema code");
   Json sizes = Json::array(), strides = Json::array();

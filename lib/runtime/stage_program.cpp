@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include <ATen/Parallel.h>
-#include <torch/nativert/ModelRunnerHandle.h>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +15,7 @@
 #include "runtime/aoti_package.h"
 #include "runtime/attention_kernels.h"
 #include "runtime/linear_kernels.h"
+#include "runtime/nativert_runner.h"
 #include "runtime/inputs.h"
 
 #include "runtime/stage_failure.h"
@@ -236,10 +236,10 @@ StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFo
       // NativeRT reads a file: the stage's .pt2 with its tensors bound,
       // written where only this process can see it, read, and unlinked.
       BoundStageFile bound(path, st, *weights);
-      p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(bound.path(), "model");
+      p.nativert_ = NativeRtRunner::open(bound.path());
     } else {
       // The archive's one program is "model" (models/model.json).
-      p.nativert_ = std::make_unique<torch::nativert::ModelRunnerHandle>(path, "model");
+      p.nativert_ = NativeRtRunner::open(path);
     }
   } catch (const c10::Error& e) {
     throw Error(ErrorKind::InvalidInput, path, "",
@@ -321,7 +321,7 @@ std::vector<c10::IValue> StageProgram::run(std::vector<c10::IValue> args) {
                 f.cause);
   };
   try {
-    if (nativert_) return nativert_->runWithFlatInputsAndOutputs(std::move(args));
+    if (nativert_) return nativert_->run(std::move(args));
     if (aoti_) {
       // A CPU package's kernels take OpenMP's thread count of the calling
       // thread (pipecut compile builds them with cpp.dynamic_threads): this

@@ -20,12 +20,10 @@
 #include "runtime/cpu_matmul.h"
 #include "runtime/stage_format.h"
 
-namespace torch::nativert {
-class ModelRunnerHandle;
-}
 namespace pipecut::runtime {
 
 class AotiPackage;
+class NativeRtRunner;
 class StageWeights;
 
 // The stage's file of that format (aoti: the package for `device`'s kind).
@@ -108,7 +106,7 @@ class StageProgram {
   StageFormat format_ = StageFormat::TorchScript;
   uint32_t stage_ = 0;
   std::optional<torch::jit::Module> module_;
-  std::unique_ptr<torch::nativert::ModelRunnerHandle> nativert_;
+  std::unique_ptr<NativeRtRunner> nativert_;
   std::unique_ptr<AotiPackage> aoti_;
   bool stateful_ = false;
   size_t oneDnnLinears_ = 0;

@@ -1,5 +1,7 @@
 #include "runtime/weight_grad.h"
 
+#include "emit/libtorch_compat.h"
+
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,12 +17,13 @@ namespace {
 using torch::autograd::Edge;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
+using NodePtr = emit::compat::AutogradNodePtr;  // shared_ptr or intrusive_ptr, by torch version
 
 }  // namespace
 
 struct WeightGradCapture::State {
   struct Captured {
-    std::shared_ptr<Node> node;
+    NodePtr node;
     variable_list grads;  // what the node received during I
   };
   bool recording = true;
@@ -29,7 +32,7 @@ struct WeightGradCapture::State {
   // The nodes on paths to the inputs: I has run them. W starts at the
   // captured ones and must not flow from one of them into another (that
   // would count a gradient twice), so it cuts the edges into these first.
-  std::vector<std::shared_ptr<Node>> inputPath;
+  std::vector<NodePtr> inputPath;
   std::unordered_set<Node*> onInputPath;
   std::vector<at::Tensor> params;
 };
@@ -50,7 +53,7 @@ struct Record : torch::autograd::FunctionPreHook {
 
 // Which nodes lead to a target set (iterative post-order over the graph:
 // stages have tens of thousands of nodes).
-std::unordered_map<Node*, bool> leadsTo(const std::vector<std::shared_ptr<Node>>& roots,
+std::unordered_map<Node*, bool> leadsTo(const std::vector<NodePtr>& roots,
                                         const std::unordered_set<Node*>& targets) {
   std::unordered_map<Node*, bool> memo;
   std::vector<std::pair<Node*, size_t>> stack;
@@ -92,7 +95,7 @@ WeightGradCapture::WeightGradCapture(const std::vector<at::Tensor>& outputs, con
   for (const auto& t : inputs) inputNodes.insert(impl::gradient_edge(t).function.get());
   for (const auto& p : params) paramNodes.insert(impl::gradient_edge(p).function.get());
   std::vector<Edge> rootEdges;
-  std::vector<std::shared_ptr<Node>> roots;
+  std::vector<NodePtr> roots;
   for (const auto& o : outputs) {
     rootEdges.push_back(impl::gradient_edge(o));
     roots.push_back(rootEdges.back().function);
@@ -107,11 +110,11 @@ WeightGradCapture::WeightGradCapture(const std::vector<at::Tensor>& outputs, con
   // Capture nodes: on a path to an input, with a branch that reaches
   // parameters without reaching inputs.
   std::unordered_set<Node*>& seen = state_->onInputPath;
-  std::vector<std::shared_ptr<Node>> todo;
+  std::vector<NodePtr> todo;
   for (const auto& r : roots)
     if (reachesInput(r.get()) && seen.insert(r.get()).second) todo.push_back(r);
   while (!todo.empty()) {
-    std::shared_ptr<Node> n = std::move(todo.back());
+    NodePtr n = std::move(todo.back());
     todo.pop_back();
     state_->inputPath.push_back(n);
     bool branch = false;

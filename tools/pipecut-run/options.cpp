@@ -73,7 +73,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   runtime::TrainOptions& t = cmd.train;
   CLI::App app{"pipecut-run: run a pipecut split directory as a micro-batched pipeline on CPUs and GPUs, "
                "in one process or across processes (torch.distributed c10d; torchrun --no-python works)"};
-  app.set_version_flag("--version", std::string("pipecut-run ") + PIPECUT_VERSION);
+  // Without NativeRT (a torch 2.15 wheel), --stage-format pt2 cannot run: said here too.
+  app.set_version_flag("--version", std::string("pipecut-run ") + PIPECUT_VERSION + " (LibTorch " +
+                                        PIPECUT_LIBTORCH_VERSION + (PIPECUT_HAVE_NATIVERT ? ")" : ", without NativeRT)"));
   std::string devices = "cpu", schedule = "gpipe", stageRanks, stageFormat = "torchscript", cpuMatmul = "auto", betas;
   bool noVerify = false, training = false;
 

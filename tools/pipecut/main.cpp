@@ -16,7 +16,7 @@
 int main(int argc, char** argv) {
   using namespace pipecut;
   CLI::App app{"pipecut: cut torch.export (.pt2) programs into pipeline stages"};
-  app.set_version_flag("--version", std::string("pipecut ") + PIPECUT_VERSION);
+  app.set_version_flag("--version", std::string("pipecut ") + PIPECUT_VERSION + " (LibTorch " + PIPECUT_LIBTORCH_VERSION + ")");
   app.require_subcommand(1);
 
   cli::InspectOptions inspect;
