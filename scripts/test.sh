@@ -21,9 +21,13 @@ pipecut_torch_env
 echo "test.sh: built in $((SECONDS - start)) s against $("$PIPECUT_PY" -c 'import torch; print("torch", torch.__version__)') in $PIPECUT_BUILD" >&2
 tier=(-LE full)
 ((full)) && tier=()
+phase=$SECONDS
 ctest --test-dir "$PIPECUT_BUILD" -j2 --output-on-failure "${tier[@]}" "$@"
+echo "test.sh: ctest took $((SECONDS - phase)) s" >&2
 if ((full)) && [[ $# -eq 0 && ${PIPECUT_SKIP_ASAN:-0} != 1 ]]; then
+  phase=$SECONDS
   bash "$root/scripts/asan_tests.sh"
+  echo "test.sh: ASan+UBSan took $((SECONDS - phase)) s" >&2
 fi
 # The newest torch beside the default (cmake/torch_versions.cmake): its own
 # venv and build directory, the quick tier there, then exports read across
@@ -35,11 +39,13 @@ if ((full)) && [[ $# -eq 0 && ${PIPECUT_SKIP_NEWEST_TORCH:-0} != 1 && -z ${PIPEC
                   ${PIPECUT_TORCH_VERSION:-} != "$newest" ]]; then
   default_py=$PIPECUT_PY default_build=$PIPECUT_BUILD
   echo "test.sh: the quick tier against torch $newest" >&2
+  phase=$SECONDS
   PIPECUT_TORCH_VERSION=$newest PIPECUT_BUILD_DIR= bash "$root/scripts/test.sh"
   newest_py=$(PIPECUT_TORCH_VERSION=$newest "$root/scripts/setup.sh")
   newest_build=$(PIPECUT_TORCH_VERSION=$newest PIPECUT_BUILD_DIR= bash -c \
     "source '$root/scripts/torch_env.sh' && pipecut_torch_env && echo \$PIPECUT_BUILD")
   bash "$root/test/cross_torch.sh" "$root" "$default_build/test/out/cross_torch" "$default_build" "$default_py" \
     "$newest_build" "$newest_py"
+  echo "test.sh: torch $newest (setup, build, quick tier, cross) took $((SECONDS - phase)) s" >&2
 fi
 echo "test.sh: $( ((full)) && echo full || echo quick ) tier passed in $((SECONDS - start)) s" >&2

@@ -78,16 +78,22 @@ kill_at() {
     *) [[ $after -eq $before || $after -eq 4 ]] || bad "[$point] -o has $after stages (expected $before or 4)" ;;
   esac
   if [[ $rc -eq 0 && -e $tmp ]]; then bad "[$point] the split finished but left $tmp"; fi
-  # A split that got as far as creating its temporary has swept all earlier ones.
-  if [[ -d $tmp ]] || grep -q '^wrote' <<<"$log"; then
-    for p in "${pending[@]}"; do
-      local dead=${p##*.}
-      grep -qF "pipecut: removed stale temporary $p (its writer, process $dead, is gone)" <<<"$log" ||
-        bad "[$point] the next split did not report removing $p: $log"
-      [[ ! -e $p ]] || bad "[$point] $p still exists after a later split created its temporary"
-    done
-    pending=()
-  fi
+  # A split that got as far as creating its temporary has swept all earlier
+  # ones; one killed sooner may have swept some. Whichever it removed, it
+  # reported (a split killed after its exchange but before printing 'wrote'
+  # has neither its temporary nor the line, yet swept).
+  local swept_all=0 keep=() p
+  if [[ -d $tmp ]] || grep -q '^wrote' <<<"$log" || [[ $after -ne $before ]]; then swept_all=1; fi
+  for p in "${pending[@]}"; do
+    if [[ -e $p ]]; then
+      ((swept_all)) && bad "[$point] $p still exists after a later split created its temporary"
+      keep+=("$p")
+    else
+      grep -qF "pipecut: removed stale temporary $p (its writer, process ${p##*.}, is gone)" <<<"$log" ||
+        bad "[$point] $p is gone but the split that removed it did not report it: $log"
+    fi
+  done
+  pending=("${keep[@]}")
   [[ -e $tmp ]] && pending+=("$tmp")
   echo "[${SECONDS}s] kill -9 at $point after ${elapsed} ms: exit $rc, -o has $after stages (had $before), $( [[ -e $tmp ]] && echo "left $(basename "$tmp")" || echo "left nothing")"
 }
