@@ -30,9 +30,11 @@ build_s=$((SECONDS - start))
 # writer only as the reference), and the safety rules (destinations, store
 # messages, failure texts, option parsing), the operator rules and the dtype
 # table with its c10 adapter, and weights from checkpoints (parsed, mapped,
-# bound; casts checked against ATen's) (no module is loaded). [split], [emit] and
+# bound; casts checked against ATen's), operator support (dictionaries,
+# marks, runs) (no module is loaded). [split], [emit] and
 # [compare] run LibTorch; a new tag runs only once it is added here.
-ALLOWED=(json passes manifest carve package cli safetensors checkpoint train_schedule zip_writer safety op_traits weights)
+ALLOWED=(json passes manifest carve package cli safetensors checkpoint train_schedule zip_writer safety op_traits weights
+         support)
 mapfile -t have < <("$asan/test/pipecut_tests" --list-tags | grep -o '\[[^]]*\]' | tr -d '[]' | sort -u)
 run=() skipped=()
 for tag in "${have[@]}"; do

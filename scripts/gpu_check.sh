@@ -17,7 +17,8 @@
 #   scripts/gpu_check.sh --only aoti,generate   # some sections: inference (the zoo,
 #                                        # 2 processes, two devices, the long run), train,
 #                                        # generate, aoti (each with its benchmark on CUDA),
-#                                        # aoti-bench (that benchmark alone)
+#                                        # aoti-bench (that benchmark alone), support (a
+#                                        # split by --support aoti-cuda, mixed formats and devices)
 #
 # Environment: PIPECUT_PYTHON (default python3), PIPECUT_GPU_BUILD_DIR (reused
 # by a second invocation; default a temp dir), PIPECUT_GPU_BENCH_TIMEOUT (seconds
@@ -32,7 +33,7 @@ while (($#)); do
   case $1 in
     --device) device=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti,aoti-bench)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti,aoti-bench,support)" >&2; exit 2 ;;
   esac
 done
 # want SECTION: whether --only (a comma list; empty: every section) names it.
@@ -277,6 +278,41 @@ if "$pipecut" split "$root/testdata/models/llama_dynamic.pt2" --spec "$root/test
   else fail=$((fail+1)); log "aoti llama_dynamic, 2 processes ($two_name): FAILED (exit $rc)"; tail -3 "$out"/aoti.rank*.log; fi
 else
   fail=$((fail+1)); log "pipecut compile --device $kind: FAILED"; tail -5 "$out/aoti_compile.err"
+fi
+fi
+if want support; then
+# Operator support (split --support, docs/pipecut.md): scripts/fixtures/support.py's
+# nested (a map inside a cond, which AOTInductor cannot compile) split with
+# --support aoti-cuda; the supported stages compiled for the device kind,
+# placed on it with --supported-device, the cond's stage on the CPU with
+# --fallback-device, --stage-format auto; M=1 and M=4 against PyTorch's CPU
+# outputs, in one process and on 2 processes.
+sfx=$work/support-fx sdir=$work/support.nested kind=${device%%:*}
+if "$py" "$root/scripts/fixtures/support.py" "$sfx" >"$out/support_fixtures.log" 2>&1 &&
+   "$pipecut" split "$sfx/nested.pt2" --support aoti-cuda -o "$sdir" -q &&
+   "$pipecut" compile "$sdir" --device "$kind" --python "$py" --cache "$work/aoti-cache" --json >"$out/support_compile.json" 2>"$out/support_compile.err"; then
+  pass=$((pass+1)); log "support: split --support aoti-cuda, compiled: $(tr -d '\n' <"$out/support_compile.json" | head -c 300)"
+  for m in 1 4; do
+    ref=$sfx/nested.ref.safetensors
+    ((m == 4)) && ref=$sfx/nested.mb4.ref.safetensors
+    if "$run" "$sdir" --stage-format auto --supported-device "$device" --fallback-device cpu -m $m --inputs "$ref" \
+         --check "$ref" --atol 1e-3 --rtol 1e-3 --json >"$out/support.m$m.json" 2>"$out/support.m$m.err"; then
+      pass=$((pass+1)); log "support nested M=$m, supported stages on $device, the cond on cpu: $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print([(s["device"], s["format"]) for s in j["stage_stats"]])' "$out/support.m$m.json")"
+    else fail=$((fail+1)); log "support nested M=$m: FAILED"; tail -3 "$out/support.m$m.err"; fi
+  done
+  pids=() rc=0 port=$((29500 + RANDOM % 1000))
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$run" "$sdir" --stage-format auto --supported-device "$device" --fallback-device cpu --backend gloo -m 4 \
+      --inputs "$sfx/nested.mb4.ref.safetensors" --check "$sfx/nested.mb4.ref.safetensors" --atol 1e-3 --rtol 1e-3 -q \
+      --timeout 120 >"$out/support.rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  if [[ $rc -eq 0 ]]; then pass=$((pass+1)); log "support nested, 2 processes (gloo): within 1e-3"
+  else fail=$((fail+1)); log "support nested, 2 processes: FAILED (exit $rc)"; tail -3 "$out"/support.rank*.log; fi
+else
+  fail=$((fail+1)); log "support: split --support aoti-cuda / compile --device $kind: FAILED"; tail -5 "$out/support_compile.err"
 fi
 fi
 # The benchmark alone (--only aoti-bench) costs a device session ~3 minutes a

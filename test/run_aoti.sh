@@ -16,7 +16,7 @@
 # for a GPU this machine lacks, or a TMPDIR without room) naming the stage
 # or the interpreter, and leave the directory as it was.
 #
-#   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+2)
+#   run_aoti.sh PIPECUT PIPECUT_RUN PYTHON SRC OUT PORT MANIFEST_SYNC   (ports PORT+1 .. PORT+3)
 set -uo pipefail
 pipecut=$1 run=$2 py=$3 src=$4 out=$5 port=$6 sync=$7
 models=$src/testdata/models
@@ -537,6 +537,58 @@ contains "compile nested map reason" \
   ") cannot compile a map, and pipecut rewrites only a top-level one whose body's results have static sizes"
 [[ ! -e nested/stage_000.aoti-cpu.pt2 && -z $(ls -A map-tmp) && -z $(compgen -G "nested.tmp.*") ]] && ok ||
   bad "compile nested map: nothing written, no scratch left"
+
+# --- Operator support: compile what --support aoti takes, run the rest ---
+# scripts/fixtures/support.py's nested: a map inside a cond between two
+# Linears. split --support aoti cuts around the cond; pipecut compile
+# compiles the two supported stages and leaves the other without an error;
+# --stage-format auto runs packages and the cond's TorchScript together,
+# both branches taken, M=1 and M=4, one process and 2 Gloo ranks.
+"$py" "$src/scripts/fixtures/support.py" support-fx >support-fx.log 2>&1 || { bad "support fixtures"; cat support-fx.log; }
+expect 0 "split nested --support aoti" -- "$pipecut" split support-fx/nested.pt2 --support aoti -o snested -q
+expect 0 "compile the supported stages" -- "$pipecut" compile snested --python "$py" --json
+"$py" -c 'import json,sys; j=json.loads(sys.argv[1].strip().splitlines()[-1]); assert [s["how"] for s in j["stages"]] == ["compiled", "skipped", "compiled"], j' \
+  "$LAST_LOG" && ok || bad "compile: stages 0 and 2 compiled, 1 skipped: $LAST_LOG"
+expect 2 "aoti: the unsupported stage has no package" -- "$run" snested --stage-format aoti \
+  --inputs support-fx/nested.ref.safetensors
+contains "aoti: says it was marked unsupported" \
+  "stage 1: has no AOTInductor package for cpu: split --support marked it unsupported (node 'cond' (higher_order.cond)"
+for m in 1 4; do
+  ref=support-fx/nested.ref.safetensors
+  ((m == 4)) && ref=support-fx/nested.mb4.ref.safetensors
+  expect 0 "mixed formats M=$m" -- "$run" snested --stage-format auto -m $m --inputs $ref --check $ref --json
+  "$py" -c 'import json,sys; j=json.loads(sys.argv[1][sys.argv[1].index("{"):]); assert [s["format"] for s in j["stage_stats"]] == ["aoti", "torchscript", "aoti"] and j["check"]["ok"], j' \
+    "$LAST_LOG" && ok || bad "mixed formats M=$m: --json's formats"
+done
+pids=() rc=0
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 3)) \
+    timeout 120 "$run" snested --stage-format auto --supported-device cpu --fallback-device cpu -m 4 \
+    --inputs support-fx/nested.mb4.ref.safetensors --check support-fx/nested.mb4.ref.safetensors --timeout 60 \
+    >snested.rank$r.log 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+[[ $rc -eq 0 ]] && grep -q "check: ok" snested.rank0.log && ok ||
+  { bad "mixed formats, 2 Gloo ranks (exit $rc)"; tail -n 3 snested.rank*.log; }
+# Generation over mixed formats: llama_kv_chunk's split with stage 1's
+# package taken out runs stage 0's package and stage 1's TorchScript, and
+# gives the reference tokens.
+rm -rf kv-mixed && cp -r kv kv-mixed
+"$py" - kv-mixed/manifest.json <<'EOF' && "$sync" kv-mixed && ok || bad "kv-mixed: stage 1's package taken out"
+import json, os, sys
+path = sys.argv[1]
+m = json.load(open(path))
+files = m["stages"][1]["files"]
+package = [f for f in files if f["format"] == "aoti"][0]
+m["stages"][1]["files"] = [f for f in files if f is not package]
+os.remove(os.path.join(os.path.dirname(path), package["path"]))
+json.dump(m, open(path, "w"), indent=1)
+EOF
+expect 0 "generate over mixed formats" -- "$run" kv-mixed --generate --stage-format auto --prompts "$gen/prompts.jsonl" \
+  --max-new-tokens 12 --check-tokens "$gen/llama_kv_chunk.greedy.jsonl" --json
+"$py" -c 'import json,sys; t=sys.argv[1]; j=json.loads(t[t.index("{"):]); assert [s["format"] for s in j["stage_stats"]] == ["aoti", "torchscript"], j' \
+  "$LAST_LOG" && ok || bad "generate over mixed formats: --json's formats"
 
 # Training keeps TorchScript.
 expect 1 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q

@@ -133,7 +133,7 @@ expect 2 "stage without .pt" -- "$run" "$splits/autocast_bf16.both" --random-inp
 contains "no .pt message" "stage 1: has no TorchScript (.pt) file, the format cannot express it (node 'to_1' (higher_order.wrap_with_autocast)"
 contains "no .pt hint" "run its .pt2 with --stage-format pt2"
 expect 1 "stage format usage" -- "$run" "$splits/mlp.2" --stage-format onnx --random-inputs
-contains "stage format message" "--stage-format: expected torchscript, pt2 or aoti"
+contains "stage format message" "--stage-format: expected torchscript, pt2, aoti or auto"
 expect 1 "pt2 training" -- "$run" "$splits/mlp.2" --stage-format pt2 --train --data "$models/mlp.ref.safetensors"
 contains "pt2 training message" "--stage-format excludes --train"
 expect 1 "pt2 profile" -- "$run" "$splits/mlp.2" --stage-format pt2 --profile "$out/p.json" --random-inputs

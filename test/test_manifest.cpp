@@ -63,7 +63,8 @@ static bool operator==(const Stage& a, const Stage& b) {
   return a.index == b.index && a.files == b.files && a.inputs == b.inputs && a.outputs == b.outputs &&
          a.parameters == b.parameters && a.parameterBytes == b.parameterBytes && a.nodeCount == b.nodeCount &&
          a.boundaryBytesPerSample == b.boundaryBytesPerSample && a.modules == b.modules &&
-         a.recomputed == b.recomputed && a.missing == b.missing && a.external == b.external;
+         a.recomputed == b.recomputed && a.missing == b.missing && a.external == b.external &&
+         a.supported == b.supported && a.unsupportedReason == b.unsupportedReason;
 }
 static bool operator==(const UserValue& a, const UserValue& b) {
   return a.name == b.name && a.tensor == b.tensor && a.source == b.source;
@@ -81,7 +82,8 @@ static bool operator==(const Manifest& a, const Manifest& b) {
          a.pipecutVersion == b.pipecutVersion && a.splitSpec == b.splitSpec && a.inputs == b.inputs &&
          a.outputs == b.outputs && a.inSpec == b.inSpec && a.outSpec == b.outSpec && a.stages == b.stages &&
          a.tiedGroups == b.tiedGroups && a.symbols == b.symbols && a.metaExport == b.metaExport &&
-         a.weightSources == b.weightSources;
+         a.weightSources == b.weightSources && a.supportTarget == b.supportTarget &&
+         a.minSupportedNodes == b.minSupportedNodes;
 }
 }  // namespace pipecut
 
@@ -200,6 +202,10 @@ Manifest fullManifest() {
   m.stages[1].external.push_back({"lm_head.weight", tensor("bfloat16", {{256, ""}, {32, ""}}), {"embed.weight"}, "parameter",
                                   std::string(32, 'c')});
   m.stages[1].external.push_back({"rotary.inv_freq", tensor("float32", {{8, ""}}), {}, "non_persistent_buffer", ""});
+  m.supportTarget = "dictionary ops.json";
+  m.minSupportedNodes = 3;
+  for (auto& st : m.stages) st.supported = st.index != 1;
+  m.stages[1].unsupportedReason = "node 'relu' (aten.relu.default): the dictionary does not name aten.relu.default";
   return m;
 }
 
@@ -425,6 +431,20 @@ TEST_CASE("malformed manifests are rejected naming the file and field", "[manife
     CHECK(std::string(e.what()) == "m.pb: stages[1].external[0].xxh3_128: expected 32 lowercase hex digits");
     e = refused([](auto& ext) { ext[1].name.clear(); });
     CHECK(e.where() == "stages[1].external[1].name");
+  }
+  SECTION("support marks: on every stage exactly when the split names a target; a reason only where unsupported") {
+    auto refused = [](auto edit) {
+      Manifest m = fullManifest();
+      edit(m);
+      return expectInvalid([&] { pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb"); });
+    };
+    pipecut::Error e = refused([](Manifest& m) { m.stages[0].supported.reset(); });
+    CHECK(std::string(e.what()) == "m.pb: stages[0].supported: missing: the split was cut by support_target "
+                                   "'dictionary ops.json'");
+    e = refused([](Manifest& m) { m.supportTarget.clear(); });
+    CHECK(std::string(e.what()) == "m.pb: stages[0].supported: set, but the manifest has no support_target");
+    e = refused([](Manifest& m) { m.stages[0].unsupportedReason = "why"; });
+    CHECK(std::string(e.what()) == "m.pb: stages[0].unsupported_reason: set on a stage that is not marked unsupported");
   }
   SECTION("a stage_output reference to a missing stage") {
     Manifest m = fullManifest();

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver/aoti_compile_script.h"
+#include "driver/support_targets.h"
 #include "emit/libtorch_version.h"
 #include "ir/clone.h"
 #include "manifest/directory.h"
@@ -234,7 +235,9 @@ struct StagePlan {
   const StageFile* source = nullptr;
   const StageFile* previous = nullptr;  // the package for this device the manifest lists, if any
   std::string key, name;
-  enum class From { Keep, Cache, Compile } from = From::Compile;
+  // Skip: a stage the split's --support target (aoti, aoti-cuda) marked
+  // unsupported; it runs in another format (pipecut-run --stage-format auto).
+  enum class From { Keep, Cache, Compile, Skip } from = From::Compile;
   Json cached;  // From::Cache: the cache's record
 };
 
@@ -455,6 +458,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
     plans[st.index].name = packageName(plans[st.index].source->path, r.device);
     for (const StageFile& f : st.files)
       if (f.compiled && f.compiled->device == r.device) plans[st.index].previous = &f;
+    if (compilesSupportedStages(m.supportTarget) && st.supported == false) plans[st.index].from = StagePlan::From::Skip;
   }
   support::parallelFor(plans.size(), 0, [&](size_t s) {
     const StageFile& f = *plans[s].source;
@@ -472,6 +476,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
   // its bytes still match: an unchanged directory needs no Python at all.
   bool allKept = true;
   for (StagePlan& p : plans) {
+    if (p.from == StagePlan::From::Skip) continue;
     const StageFile* prev = p.previous;
     if (prev && emit::publicVersion(prev->compiled->torchVersion) == emit::libtorchVersion() &&
         prev->path == p.name && prev->compiled->key == keyOf(p.stage->index, prev->compiled->torchVersion) &&
@@ -483,7 +488,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
   }
   if (!allKept) ensurePython();
   for (StagePlan& p : plans) {
-    if (p.from == StagePlan::From::Keep) continue;
+    if (p.from == StagePlan::From::Keep || p.from == StagePlan::From::Skip) continue;
     p.key = keyOf(p.stage->index, py.torchVersion);
     if (auto rec = cache.find(p.key)) {
       p.from = StagePlan::From::Cache;
@@ -596,6 +601,12 @@ CompileResult compileDirectory(const CompileRequest& r) {
       for (const StageFile& f : st.files) sha256 = sha256 && !f.sha256.empty();
     support::parallelFor(plans.size(), 0, [&](size_t s) {
       const StagePlan& p = plans[s];
+      CompiledStage& c = result.stages[s];
+      c.stage = static_cast<uint32_t>(s);
+      if (p.from == StagePlan::From::Skip) {
+        c.how = "skipped";
+        return;
+      }
       Stage& st = out.stages[s];
       std::erase_if(st.files, [&](const StageFile& f) { return f.compiled && f.compiled->device == r.device; });
       StageFile f;
@@ -611,8 +622,6 @@ CompileResult compileDirectory(const CompileRequest& r) {
       // Kept or not, the package is this .pt2's (its key holds the file's SHA-256).
       f.compiled->sourceDirectorySha256 = sourceDirectory[s];
       st.files.push_back(f);
-      CompiledStage& c = result.stages[s];
-      c.stage = static_cast<uint32_t>(s);
       c.path = p.name;
       c.bytes = f.bytes;
       c.key = p.key;

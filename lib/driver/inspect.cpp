@@ -17,6 +17,7 @@
 #include "support/error.h"
 #include "support/progress.h"
 #include "support/dtypes.h"
+#include "partition/support.h"
 #include "weights/binding.h"
 
 namespace pipecut::driver {
@@ -205,6 +206,69 @@ void weightsText(const WeightsReport& r, std::ostream& os) {
   }
 }
 
+// Each node's verdict under a --support target, on the program as split
+// sees it.
+struct SupportReport {
+  std::string target;
+  size_t supported = 0, unsupported = 0;
+  std::map<std::string, std::pair<size_t, size_t>> ops;  // op: (supported, unsupported)
+  struct Refused {
+    std::string node, op, module, reason;
+  };
+  std::vector<Refused> refused;
+};
+
+SupportReport supportReport(const InspectRequest& o) {
+  std::unique_ptr<partition::SupportTarget> target = makeSupportTarget(o.support);
+  LoadOptions load;
+  load.moduleContiguous = true;
+  pt2::Package pkg = loadNormalized(o.model, load);
+  partition::SupportMarks marks;
+  try {
+    marks = partition::markSupport(pkg.program, *target);
+  } catch (const Error& e) {
+    if (!e.file().empty()) throw;
+    e.rethrowWithFile(o.model);
+  }
+  SupportReport r;
+  r.target = marks.target;
+  for (const auto& v : marks.nodes) {
+    auto& [yes, no] = r.ops[v.node->opName()];
+    if (v.supported) ++yes, ++r.supported;
+    else {
+      ++no, ++r.unsupported;
+      r.refused.push_back({v.node->label(), v.node->opName(), v.node->modulePath(), v.reason});
+    }
+  }
+  return r;
+}
+
+Json supportJson(const SupportReport& r) {
+  Json j{{"target", r.target}, {"supported_nodes", r.supported}, {"unsupported_nodes", r.unsupported}};
+  j["operators"] = Json::object();
+  for (const auto& [op, c] : r.ops) j["operators"][op] = Json{{"supported", c.first}, {"unsupported", c.second}};
+  j["unsupported"] = Json::array();
+  for (const auto& u : r.refused)
+    j["unsupported"].push_back(Json{{"node", u.node}, {"op", u.op}, {"module", u.module}, {"reason", u.reason}});
+  return j;
+}
+
+void supportText(const SupportReport& r, std::ostream& os) {
+  os << "  support (" << r.target << "): " << r.supported << " of " << r.supported + r.unsupported
+     << " nodes supported\n";
+  for (const auto& [op, c] : r.ops) {
+    os << "    " << op << "  " << c.first << " supported";
+    if (c.second) os << ", " << c.second << " unsupported";
+    os << "\n";
+  }
+  if (!r.refused.empty()) {
+    os << "  unsupported nodes:\n";
+    for (const auto& u : r.refused)
+      os << "    " << u.node << " (" << u.op << ") in " << (u.module.empty() ? "(root)" : u.module) << ": " << u.reason
+         << "\n";
+  }
+}
+
 }  // namespace
 
 void inspect(const InspectRequest& o, std::ostream& os) {
@@ -212,6 +276,8 @@ void inspect(const InspectRequest& o, std::ostream& os) {
   if (!o.dotFile.empty()) support::checkDestination(dot);
   std::optional<WeightsReport> weights;
   if (o.weights.given()) weights = weightsReport(o);
+  std::optional<SupportReport> support;
+  if (o.support.given()) support = supportReport(o);
   pt2::Package pkg = pt2::readPackage(o.model);
   const ir::Program& p = pkg.program;
 
@@ -259,6 +325,7 @@ void inspect(const InspectRequest& o, std::ostream& os) {
     j["dialect"] = dialect;
     j["meta_export"] = pkg.metaExport;
     if (weights) j["weights"] = weightsJson(*weights);
+    if (support) j["support"] = supportJson(*support);
     j["inputs"] = Json::array();
     for (const auto& io : inputs) j["inputs"].push_back(ioJson(io));
     j["outputs"] = Json::array();
@@ -321,6 +388,7 @@ void inspect(const InspectRequest& o, std::ostream& os) {
          << "' in " << (r.module.empty() ? "(root)" : r.module) << ": " << r.bodyNodes << " nodes\n";
   }
   if (weights) weightsText(*weights, os);
+  if (support) supportText(*support, os);
   os << "  modules (nodes, parameter bytes):\n";
   for (const auto& [m, depth] : tree.preorder()) {
     std::string type = m->type.empty() ? "" : m->type.substr(m->type.rfind('.') + 1);

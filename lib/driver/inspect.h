@@ -6,6 +6,7 @@
 #include <ostream>
 #include <string>
 
+#include "driver/support_targets.h"
 #include "weights/options.h"
 
 namespace pipecut::driver {
@@ -19,6 +20,10 @@ struct InspectRequest {
   // pipecut split binds it: each tensor the program needs and where it comes
   // from, what no source holds, and the checkpoint tensors it does not use.
   weights::BindOptions weights;
+  // --support: also each operator's verdict under the target, and every
+  // node it refuses with the reason (partition/support.h), on the program
+  // as split sees it (normalized).
+  SupportOptions support;
 };
 
 // Writes the summary to `os`. Throws pipecut::Error: InvalidInput for an

@@ -20,9 +20,12 @@ std::string sourceStr(const Manifest& m, const ValueSource& s) {
 std::string previewText(const Manifest& m) {
   std::ostringstream os;
   os << "stages: " << m.stages.size() << "\n";
+  if (!m.supportTarget.empty())
+    os << "support: " << m.supportTarget << " (runs under " << m.minSupportedNodes << " compute nodes join their neighbours)\n";
   for (const auto& st : m.stages) {
     os << "  stage " << st.index << ": " << st.nodeCount << " nodes, parameters " << st.parameterBytes
        << " B, sends " << st.boundaryBytesPerSample << " B/sample\n";
+    if (st.supported) os << "    " << (*st.supported ? "supported" : "unsupported: " + st.unsupportedReason) << "\n";
     if (!st.modules.empty()) {
       os << "    modules:";
       for (const auto& mod : st.modules) os << " " << mod;

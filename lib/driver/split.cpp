@@ -21,6 +21,7 @@
 #include "partition/assign.h"
 #include "partition/carve.h"
 #include "partition/split_spec.h"
+#include "partition/support.h"
 #include "passes/pass_manager.h"
 #include "support/error.h"
 #include "support/files.h"
@@ -88,12 +89,12 @@ struct SourceHashes {
 
 // The spec the balancer chooses, in place of a file. `hashes` receives the
 // source identity that checking a profile needed.
-partition::BalanceResult balanceCuts(const SplitRequest& r, const pt2::Package& pkg, const ir::ModuleTree& tree,
-                                     SourceHashes& hashes) {
+partition::BalanceResult balanceCuts(const SplitRequest& r, int stages, const pt2::Package& pkg,
+                                     const ir::ModuleTree& tree, SourceHashes& hashes) {
   support::ScopedPhase phase("balance");
   partition::CostProfile profile;
   partition::BalanceRequest br;
-  br.stages = r.stages;
+  br.stages = stages;
   br.by = r.balanceBy;
   if (r.balanceBy == partition::BalanceBy::Time && !r.costProfile.empty()) {  // none: balance() refuses
     profile = partition::readCostProfile(r.costProfile);
@@ -154,6 +155,8 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   for (const std::string* p : {&r.spec, &r.costProfile})
     if (!p->empty()) inputs.push_back(*p);
   for (const std::string& w : r.weights.sources) inputs.push_back(w);
+  if (r.support.given() && r.support.target.front() != '{' && !isBuiltinSupportTarget(r.support.target))
+    inputs.push_back(r.support.target);
   support::Destination outDir;
   outDir.path = r.output;
   outDir.kind = support::StagedKind::Directory;
@@ -165,7 +168,11 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   if (!r.preview) support::checkDestination(outDir);
   if (!r.dotFile.empty()) support::checkDestination(dot);
   partition::SplitSpec spec;
-  if (!balancing) spec = partition::readSplitSpec(r.spec);
+  if (!balancing && !r.spec.empty()) spec = partition::readSplitSpec(r.spec);
+  if (!balancing && r.spec.empty() && !r.support.given())
+    throw Error(ErrorKind::Usage, "", "--spec", "a split needs --spec, --stages with --balance, or --support");
+  std::unique_ptr<partition::SupportTarget> supportTarget;
+  if (r.support.given()) supportTarget = makeSupportTarget(r.support);
   if (r.bindAtRun && !r.weights.given())
     throw Error(ErrorKind::Usage, "", "--bind-at", "'run' pins the checkpoint given with --weights; none was given");
   std::shared_ptr<const weights::WeightSource> source;
@@ -222,25 +229,83 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   } catch (const Error& e) {
     e.rethrowWithFile(r.model);
   }
+  // Where the target's support ends (before balancing: the balancer's cuts
+  // are added to these).
+  partition::SupportMarks marks;
+  partition::SupportRuns runs;
+  if (supportTarget) {
+    support::ScopedPhase phase("support");
+    try {
+      marks = partition::markSupport(pkg.program, *supportTarget);
+    } catch (const Error& e) {
+      if (!e.file().empty()) throw;
+      e.rethrowWithFile(r.model);
+    }
+    runs = partition::supportRuns(pkg.program, marks, r.minSupportedNodes);
+  }
+  // Stages from the spec (or the balancer), else one, then cut where runs end.
+  auto assign = [&](const partition::SplitSpec& s) {
+    if (s.canonical.empty() && !balancing && r.spec.empty())
+      return partition::Assignment{1, std::vector<int>(pkg.program.graph.nodes.size(), 0)};
+    return partition::assignStages(pkg.program, s, tree);
+  };
   SourceHashes hashes;
   partition::BalanceResult chosen;
-  if (balancing) {
-    chosen = balanceCuts(r, pkg, tree, hashes);
+  if (balancing && !supportTarget) {
+    chosen = balanceCuts(r, r.stages, pkg, tree, hashes);
+    spec = chosen.spec;
+  } else if (balancing) {
+    // The support cuts come first; the balancer places the rest. Its cuts
+    // and the support cuts may coincide, so the balancer is asked for more
+    // stages until the two together make --stages (or as close below as it
+    // gets); support cuts alone beyond --stages all stay.
+    const int runCount = static_cast<int>(runs.runSupported.size());
+    bool have = false;
+    for (int n = std::max(1, r.stages - runCount + 1); n <= r.stages; ++n) {
+      partition::BalanceResult b;
+      try {
+        b = balanceCuts(r, n, pkg, tree, hashes);
+      } catch (const Error&) {
+        if (!have) throw;
+        break;  // more stages than cut candidates
+      }
+      const int total = partition::cutAtRuns(pkg.program, assign(b.spec), runs, marks).assignment.numStages;
+      if (have && total > r.stages) break;
+      chosen = std::move(b);
+      have = true;
+      if (total >= r.stages) break;
+    }
     spec = chosen.spec;
   }
+  std::vector<char> stageSupported;
+  std::vector<std::string> stageReason;
   partition::Carving carving;
   try {
     support::ScopedPhase phase("assign and carve");
-    partition::Assignment assignment = partition::assignStages(pkg.program, spec, tree);
+    partition::Assignment assignment = assign(spec);
     if (balancing) partition::checkReproduces(chosen, assignment);
+    if (supportTarget) {
+      partition::SupportedAssignment sa = partition::cutAtRuns(pkg.program, assignment, runs, marks);
+      assignment = std::move(sa.assignment);
+      stageSupported = std::move(sa.stageSupported);
+      stageReason = std::move(sa.stageReason);
+    }
     partition::CarveOptions co;
     co.recompute = r.recompute;
     co.programs = !r.preview;  // a preview reports the cut; it builds no stage program
     carving = partition::carve(pkg, tensors, assignment, co);
   } catch (const Error& e) {
-    throw Error(e.kind(), balancing ? r.model : r.spec, e.where(), e.message());
+    throw Error(e.kind(), balancing || r.spec.empty() ? r.model : r.spec, e.where(), e.message());
   }
   Manifest& m = carving.manifest;
+  if (supportTarget) {
+    m.supportTarget = supportTarget->name();
+    m.minSupportedNodes = static_cast<uint32_t>(r.minSupportedNodes);
+    for (size_t s = 0; s < m.stages.size(); ++s) {
+      m.stages[s].supported = stageSupported.at(s) != 0;
+      m.stages[s].unsupportedReason = stageReason.at(s);
+    }
+  }
   if (r.bindAtRun)
     for (auto& st : m.stages)
       for (auto& e : st.external)

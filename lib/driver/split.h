@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "driver/support_targets.h"
 #include "manifest/manifest.h"
 #include "partition/balance.h"
 #include "weights/binding.h"
@@ -50,6 +51,12 @@ struct SplitRequest {
   // gives pinned in the manifest by its digest, and the stage files are
   // written without those bytes, for pipecut-run --weights to bind.
   bool bindAtRun = false;
+  // --support TARGET: also cut wherever the target's support ends, alone or
+  // with a spec or balancing (partition/support.h); the manifest marks each
+  // stage supported or not. A supported run of fewer compute nodes than
+  // minSupportedNodes joins its unsupported neighbours.
+  SupportOptions support;
+  size_t minSupportedNodes = 1;
 };
 
 // What binding the weights did (runSplit's `binding`).

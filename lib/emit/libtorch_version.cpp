@@ -9,6 +9,8 @@ std::string libtorchVersion() {
          std::to_string(TORCH_VERSION_PATCH);
 }
 
+bool libtorchHasNativeRt() { return PIPECUT_HAVE_NATIVERT != 0; }
+
 std::string publicVersion(const std::string& v) { return v.substr(0, v.find('+')); }
 
 }  // namespace pipecut::emit

@@ -28,6 +28,35 @@ using c10::IValue;
 
 namespace {
 
+// Python-level symbolic integer arithmetic (_operator.mul, math.floor, ...)
+// and the TorchScript operator each becomes.
+const std::map<std::string, std::string>& symbolicOps() {
+  static const std::map<std::string, std::string> kOps = {
+      {"_operator.add", "aten::add"}, {"_operator.sub", "aten::sub"}, {"_operator.mul", "aten::mul"},
+      {"_operator.floordiv", "aten::floordiv"}, {"_operator.mod", "aten::remainder"},
+      {"_operator.truediv", "aten::div"}, {"_operator.eq", "aten::eq"}, {"_operator.ne", "aten::ne"},
+      {"_operator.lt", "aten::lt"}, {"_operator.le", "aten::le"}, {"_operator.gt", "aten::gt"},
+      {"_operator.ge", "aten::ge"}, {"_operator.neg", "aten::neg"}, {"_operator.pow", "aten::pow"},
+      {"math.floor", "aten::floor"}, {"math.ceil", "aten::ceil"}, {"torch.sym_max", "prim::max"},
+      {"torch.sym_min", "prim::min"}, {"torch.sym_float", "aten::Float"}, {"torch.sym_int", "aten::Int"},
+      {"torch.sym_not", "aten::__not__"}, {"math.trunc", "aten::Int"}};
+  return kOps;
+}
+
+// The TorchScript operator an ATen target is emitted as ("aten::size" for
+// aten.sym_size.int); nullopt for a target that is not "ns.op.overload".
+std::optional<c10::OperatorName> jitOperatorOf(const ir::Node& n) {
+  std::string qual = n.opName();  // "aten.add.Tensor"
+  size_t d1 = qual.find('.'), d2 = qual.rfind('.');
+  if (d1 == std::string::npos || d1 == d2) return std::nullopt;
+  std::string ns = qual.substr(0, d1), op = qual.substr(d1 + 1, d2 - d1 - 1), overload = qual.substr(d2 + 1);
+  if (ns == "aten" && op == "sym_size" && overload == "int") return c10::OperatorName("aten::size", "int");
+  if (ns == "aten" && op == "sym_stride" && overload == "int") return c10::OperatorName("aten::stride", "int");
+  if (ns == "aten" && op == "sym_numel") return c10::OperatorName("aten::numel", "");
+  return c10::OperatorName(ns + "::" + op, overload == "default" ? "" : overload);
+}
+
+
 class Emitter final : public BodyEmitter {
  public:
   Emitter(const pt2::Package& pkg, std::string className)
@@ -241,17 +270,12 @@ class Emitter final : public BodyEmitter {
   void emitNode(const ir::Node& n) {
     where_ = "node '" + n.label() + "' (" + n.opName() + ")";
     if (ir::isExportGuard(n)) return;  // restates what export saw; would pin stages to its device
+    if (std::optional<std::string> refusal = torchScriptRefusal(n)) fail(where_, *refusal);
     if (n.isHigherOrder()) return emitHigherOrder(n);
     if (n.target.rfind("torch.ops.", 0) != 0) return emitSymOp(n);
-    std::string qual = n.opName();  // "aten.add.Tensor"
-    size_t d1 = qual.find('.'), d2 = qual.rfind('.');
-    if (d1 == std::string::npos || d1 == d2) fail(where_, "unrecognized operator target '" + n.target + "'");
-    std::string ns = qual.substr(0, d1), op = qual.substr(d1 + 1, d2 - d1 - 1), overload = qual.substr(d2 + 1);
-    if (ns == "aten" && op == "sym_size" && overload == "int") return emitOperator(n, "aten::size", "int");
-    if (ns == "aten" && op == "sym_stride" && overload == "int") return emitOperator(n, "aten::stride", "int");
-    if (ns == "aten" && op == "sym_numel") return emitOperator(n, "aten::numel", "");
-    if (ns == "aten" && op == "item" && emitScalarOfTensor(n)) return;
-    emitOperator(n, ns + "::" + op, overload == "default" ? "" : overload);
+    if (n.opName() == "aten.item.default" && emitScalarOfTensor(n)) return;
+    const c10::OperatorName name = *jitOperatorOf(n);  // torchScriptRefusal took it
+    emitOperator(n, name.name, name.overload_name);
   }
 
   void emitOperator(const ir::Node& n, const std::string& name, const std::string& overload) {
@@ -375,15 +399,7 @@ class Emitter final : public BodyEmitter {
 
   // Python-level symbolic integer arithmetic (_operator.mul, math.floor, ...).
   void emitSymOp(const ir::Node& n) {
-    static const std::map<std::string, std::string> kOps = {
-        {"_operator.add", "aten::add"}, {"_operator.sub", "aten::sub"}, {"_operator.mul", "aten::mul"},
-        {"_operator.floordiv", "aten::floordiv"}, {"_operator.mod", "aten::remainder"},
-        {"_operator.truediv", "aten::div"}, {"_operator.eq", "aten::eq"}, {"_operator.ne", "aten::ne"},
-        {"_operator.lt", "aten::lt"}, {"_operator.le", "aten::le"}, {"_operator.gt", "aten::gt"},
-        {"_operator.ge", "aten::ge"}, {"_operator.neg", "aten::neg"}, {"_operator.pow", "aten::pow"},
-        {"math.floor", "aten::floor"}, {"math.ceil", "aten::ceil"}, {"torch.sym_max", "prim::max"},
-        {"torch.sym_min", "prim::min"}, {"torch.sym_float", "aten::Float"}, {"torch.sym_int", "aten::Int"},
-        {"torch.sym_not", "aten::__not__"}, {"math.trunc", "aten::Int"}};
+    const std::map<std::string, std::string>& kOps = symbolicOps();
     auto it = kOps.find(n.target);
     if (it == kOps.end()) fail(where_, "unsupported symbolic operation '" + n.target + "'");
     std::vector<jit::NamedValue> args;
@@ -409,20 +425,17 @@ class Emitter final : public BodyEmitter {
       return;
     }
     if (op == "wrap_with_autocast") {
-      // (device_type, dtype, enabled, cache_enabled, body, *operands)
-      bool enabled = n.inputs.at(2).arg.asBool();
-      if (enabled)
-        fail(where_, "an enabled autocast region cannot be expressed in TorchScript; use the .pt2 stage, "
-                     "or export the model without autocast");
-      // pipecut-run never enables autocast around a stage, so a region that
-      // disables it is already in the mode it asks for.
+      // (device_type, dtype, enabled, cache_enabled, body, *operands); an
+      // enabled one was refused (torchScriptRefusal). pipecut-run never
+      // enables autocast around a stage, so a region that disables it is
+      // already in the mode it asks for.
       inlineBody(n, bodyAt(4), 5);
       return;
     }
     if (op == "cond") return bindOutputs(n, emitCond(*this, n));
     if (op == "while_loop") return bindOutputs(n, emitWhileLoop(*this, n));
     if (op == "map_impl") return bindOutputs(n, emitMap(*this, n));
-    fail(where_, "higher-order op '" + op + "' is not supported by the TorchScript emitter (the .pt2 stage keeps it)");
+    fail(where_, *torchScriptRefusal(n));  // it refuses every other op
   }
 
   // BodyEmitter, for emit/control_flow.
@@ -616,6 +629,51 @@ ProfiledModule buildTorchScriptForProfile(const pt2::Package& stage, const std::
     cursor = r.end;
   }
   return out;
+}
+
+std::optional<std::string> torchScriptRefusal(const ir::Node& n) {
+  if (ir::isExportGuard(n)) return std::nullopt;  // dropped: restates what export saw
+  if (n.isHigherOrder()) {
+    const std::string op = n.opName().substr(std::string("higher_order.").size());
+    if (op == "wrap_with_autocast") {
+      // (device_type, dtype, enabled, cache_enabled, body, *operands)
+      if (n.inputs.size() > 2 && n.inputs[2].arg.tag == ir::ArgTag::Bool && n.inputs[2].arg.asBool())
+        return "an enabled autocast region cannot be expressed in TorchScript; use the .pt2 stage, "
+               "or export the model without autocast";
+      return std::nullopt;
+    }
+    if (op == "wrap_with_set_grad_enabled" || op == "cond" || op == "while_loop" || op == "map_impl") return std::nullopt;
+    return "higher-order op '" + op + "' is not supported by the TorchScript emitter (the .pt2 stage keeps it)";
+  }
+  if (n.target.rfind("torch.ops.", 0) != 0) {
+    if (symbolicOps().count(n.target)) return std::nullopt;
+    return "unsupported symbolic operation '" + n.target + "'";
+  }
+  std::optional<c10::OperatorName> name = jitOperatorOf(n);
+  if (!name) return "unrecognized operator target '" + n.target + "'";
+  if (!jit::findOperatorFor(*name))
+    return "operator " + name->name + (name->overload_name.empty() ? "" : "." + name->overload_name) +
+           " has no TorchScript kernel";
+  return std::nullopt;
+}
+
+std::optional<partition::OperatorSignature> operatorSignature(const std::string& opName) {
+  const size_t d1 = opName.find('.'), d2 = opName.rfind('.');
+  if (d1 == std::string::npos || d1 == d2) return std::nullopt;
+  const std::string overload = opName.substr(d2 + 1);
+  const c10::OperatorName name(opName.substr(0, d1) + "::" + opName.substr(d1 + 1, d2 - d1 - 1),
+                               overload == "default" ? "" : overload);
+  std::shared_ptr<jit::Operator> op = jit::findOperatorFor(name);
+  if (!op) return std::nullopt;
+  partition::OperatorSignature sig;
+  for (const c10::Argument& a : op->schema().arguments()) {
+    if (a.kwarg_only()) break;
+    c10::TypePtr t = a.type();
+    if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+    sig.names.push_back(a.name());
+    sig.tensor.push_back(t->kind() == c10::TypeKind::TensorType);
+  }
+  return sig;
 }
 
 }  // namespace pipecut::emit

@@ -143,6 +143,10 @@ struct Stage {
   // trailing forward() arguments, after `inputs`.
   std::vector<StageState> state;
   std::vector<ExternalTensor> external;  // bound at run time; sorted by name
+  // Split with --support: whether the target takes every node here, and if
+  // not, the first node it refuses and why. nullopt without --support.
+  std::optional<bool> supported;
+  std::string unsupportedReason;
 };
 
 struct UserValue {
@@ -184,6 +188,8 @@ struct Manifest {
   std::vector<SymbolRange> symbols;   // sorted by symbol
   bool metaExport = false;            // the source was exported on the meta device
   std::vector<WeightSourceFile> weightSources;  // checkpoint files read at split time
+  std::string supportTarget;          // split --support: the target ("" none)
+  uint32_t minSupportedNodes = 0;     // and its --min-supported-nodes
   // Whether any stage holds external tensors: the split runs only with --weights.
   bool weightless() const {
     for (const auto& s : stages)

@@ -141,6 +141,8 @@ void toProto(const Stage& s, pb::Stage* out) {
     pe->set_kind(e.kind);
     pe->set_xxh3_128(e.xxh3_128);
   }
+  if (s.supported) out->set_supported(*s.supported);
+  out->set_unsupported_reason(s.unsupportedReason);
 }
 
 pb::Manifest toProto(const Manifest& m) {
@@ -177,6 +179,8 @@ pb::Manifest toProto(const Manifest& m) {
     pw->set_tensors(w.tensors);
     pw->set_xxh3_128(w.xxh3_128);
   }
+  out.set_support_target(m.supportTarget);
+  out.set_min_supported_nodes(m.minSupportedNodes);
   return out;
 }
 
@@ -377,6 +381,10 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
       invalidInput(at + ".xxh3_128", "expected 32 lowercase hex digits");
     out.external.push_back(std::move(e));
   }
+  if (s.has_supported()) out.supported = s.supported();
+  out.unsupportedReason = s.unsupported_reason();
+  if (!out.unsupportedReason.empty() && out.supported.value_or(true))
+    invalidInput(path + ".unsupported_reason", "set on a stage that is not marked unsupported");
   return out;
 }
 
@@ -422,6 +430,13 @@ Manifest fromProto(const pb::Manifest& p) {
   m.metaExport = p.meta_export();
   for (const pb::WeightSourceFile& w : p.weight_sources())
     m.weightSources.push_back({w.file(), w.bytes(), w.tensors(), w.xxh3_128()});
+  m.supportTarget = p.support_target();
+  m.minSupportedNodes = p.min_supported_nodes();
+  for (int s = 0; s < p.stages_size(); ++s)
+    if (p.stages(s).has_supported() == m.supportTarget.empty())
+      invalidInput(indexed("", "stages", s) + ".supported",
+                   m.supportTarget.empty() ? "set, but the manifest has no support_target"
+                                           : "missing: the split was cut by support_target '" + m.supportTarget + "'");
   return m;
 }
 

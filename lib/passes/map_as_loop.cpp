@@ -155,6 +155,8 @@ Scope makeScope(ir::Value* counter, const std::vector<ir::Value*>& buffers, cons
 
 }  // namespace
 
+bool mapLoopable(const ir::Node& n) { return n.target == kMapTarget && loopable(n).has_value(); }
+
 size_t mapsAsLoops(ir::Program& p) {
   ir::Graph& g = p.graph;
   size_t rewritten = 0;

@@ -25,4 +25,7 @@ namespace pipecut::passes {
 // Returns how many maps became loops.
 size_t mapsAsLoops(ir::Program& p);
 
+// Whether mapsAsLoops would rewrite `n` were it at top level.
+bool mapLoopable(const ir::Node& n);
+
 }  // namespace pipecut::passes

@@ -69,6 +69,8 @@ std::optional<MapOperands> mapOperands(const ir::Node& n) {
   return c;
 }
 
+bool mapUnrollable(const ir::Node& n) { return n.target == kMapTarget && unrollable(n).has_value(); }
+
 size_t unrollStaticMaps(ir::Program& p) {
   ir::Graph& g = p.graph;
   size_t unrolled = 0;

@@ -21,6 +21,9 @@ inline constexpr const char* kMapTarget = "torch.ops.higher_order.map_impl";
 // Returns how many maps were unrolled.
 size_t unrollStaticMaps(ir::Program& p);
 
+// Whether unrollStaticMaps would unroll `n` were it at top level.
+bool mapUnrollable(const ir::Node& n);
+
 // A map_impl node's operands (f, xs, pos_args), when they are as both
 // rewrites of a map (unrolling, passes/map_as_loop.h) need: a body taking
 // one input per mapped and per additional value, at least one mapped

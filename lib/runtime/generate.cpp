@@ -155,6 +155,8 @@ class Generation {
     if (o_.session.stageFormat == StageFormat::Pt2)
       invalidInput("--stage-format", "--generate runs TorchScript stages or AOTInductor packages: a .pt2 stage through "
                                      "NativeRT keeps its KV cache inside, where a runner cannot keep one per slot");
+    for (const Stage& st : m_.stages)  // auto: what each stage would run in, refused here rather than at load
+      resolveStageFormat(st, o_.session.stageFormat, devices_.at(st.index), /*stateOutside=*/true);
     for (uint32_t s = 0; s < P_; ++s)
       if (world_ == 1 || stageWorker_[s] == rank_)
         if (std::find(localWorkers_.begin(), localWorkers_.end(), stageWorker_[s]) == localWorkers_.end())
@@ -540,6 +542,9 @@ class Generation {
     std::vector<int> stageRank(P_, 0);
     if (world_ > 1) stageRank = stageWorker_;
     r.stageStats = gatherStageStats(dist_, rank_, "generate/busy", busy, stageRank, devices_, r.wallMs);
+    for (auto& s : r.stageStats)
+      s.format = stageFormatName(
+          resolveStageFormat(m_.stages.at(s.stage), o_.session.stageFormat, devices_.at(s.stage), /*stateOutside=*/true));
     r.bubbleMeasured = measuredBubble(r.stageStats, P_, r.wallMs);
     if (rank_ == 0) {
       r.sequences = plan_->prompts().size();

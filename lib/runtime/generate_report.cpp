@@ -28,7 +28,7 @@ std::string generateReportJson(const GenerateReport& r) {
   j["bubble"] = {{"measured", r.bubbleMeasured}};
   j["stage_stats"] = nlohmann::json::array();
   for (const auto& s : r.stageStats)
-    j["stage_stats"].push_back({{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"busy_ms", s.busyMs},
+    j["stage_stats"].push_back({{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"format", s.format}, {"busy_ms", s.busyMs},
                                 {"busy_fraction", s.busyFraction}});
   j["state"] = {{"bytes_per_slot", r.stateBytesPerSlot},
                 {"bytes_copied_per_token", r.stateBytesCopiedPerToken},

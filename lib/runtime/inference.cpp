@@ -507,6 +507,8 @@ class Engine {
       }
     }
     r.stageStats = gatherStageStats(dist_, rank_, "busy", busy, stageRank_, devices_, r.wallMs);
+    for (auto& s : r.stageStats)
+      s.format = stageFormatName(resolveStageFormat(m_.stages.at(s.stage), o_.session.stageFormat, devices_.at(s.stage)));
     r.memory = mem;
     r.bubbleMeasured = measuredBubble(r.stageStats, P_, r.wallMs);
 

@@ -9,7 +9,7 @@
 
 namespace pipecut::runtime {
 
-bool haveNativeRt() { return PIPECUT_HAVE_NATIVERT != 0; }
+bool haveNativeRt() { return emit::libtorchHasNativeRt(); }
 
 #if PIPECUT_HAVE_NATIVERT
 namespace {

@@ -24,6 +24,9 @@ namespace pipecut::runtime {
 struct SessionOptions {
   std::string dir;                              // the split directory
   std::vector<std::string> devices = {"cpu"};   // one for all stages, or one per stage
+  // A split with --support (the manifest's support_target): where its
+  // supported and its other stages run, over --devices ("" keeps it).
+  std::string supportedDevice, fallbackDevice;
   int microbatches = 1;                         // per batch (the batch splits along dimension 0)
   std::vector<int> stageRanks;                  // empty: stage i on rank i * world / stages
   double timeoutSeconds = 300;                  // a silent peer counts as failed after this

@@ -42,10 +42,19 @@ Placement placeStages(const Manifest& m, const SessionOptions& o, int rank, int 
     if (localWorld > 0) return r % localWorld;
     return std::nullopt;
   };
+  if ((!o.supportedDevice.empty() || !o.fallbackDevice.empty()) && m.supportTarget.empty())
+    invalidInput(o.supportedDevice.empty() ? "--fallback-device" : "--supported-device",
+                 "the split was not cut by a target's support (pipecut split --support), so no stage is marked "
+                 "supported or not");
   pl.allCuda = true;
   std::vector<bool> known(P, true);  // the device index is known (not another rank's unknown "cuda")
   for (size_t s = 0; s < P; ++s) {
     std::string d = o.devices.size() == 1 ? o.devices[0] : o.devices[s];
+    std::string option = "--devices";
+    if (m.stages[s].supported) {
+      const std::string& kind = *m.stages[s].supported ? o.supportedDevice : o.fallbackDevice;
+      if (!kind.empty()) d = kind, option = *m.stages[s].supported ? "--supported-device" : "--fallback-device";
+    }
     if (d == "cuda") {
       auto lr = localRankOf(pl.stageRank[s]);
       known[s] = lr.has_value();
@@ -55,9 +64,9 @@ Placement placeStages(const Manifest& m, const SessionOptions& o, int rank, int 
     try {
       dev = c10::Device(d);
     } catch (const c10::Error&) {
-      invalidInput("--devices", "unknown device '" + d + "'");
+      invalidInput(option, "unknown device '" + d + "'");
     }
-    if (!dev.is_cpu() && !dev.is_cuda()) invalidInput("--devices", "only cpu and cuda devices are supported: '" + d + "'");
+    if (!dev.is_cpu() && !dev.is_cuda()) invalidInput(option, "only cpu and cuda devices are supported: '" + d + "'");
     if (dev.is_cuda() && !dev.has_index()) dev = c10::Device(c10::kCUDA, 0);
     pl.allCuda &= dev.is_cuda();
     pl.devices.push_back(dev);

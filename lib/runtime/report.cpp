@@ -22,7 +22,7 @@ std::string reportJson(const RunReport& r) {
   j["bubble"] = {{"measured", r.bubbleMeasured}, {"theoretical", r.bubbleTheoretical}};
   j["stage_stats"] = nlohmann::json::array();
   for (const auto& s : r.stageStats)
-    j["stage_stats"].push_back({{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"busy_ms", s.busyMs},
+    j["stage_stats"].push_back({{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"format", s.format}, {"busy_ms", s.busyMs},
                                 {"busy_fraction", s.busyFraction}});
   j["device_bubble"] = nlohmann::json::array();
   for (const auto& b : r.deviceBubbles)

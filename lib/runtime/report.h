@@ -13,6 +13,7 @@ struct StageStats {
   uint32_t stage = 0;
   int rank = 0;
   std::string device;
+  std::string format;   // what ran it: torchscript, pt2 or aoti (--stage-format auto resolved)
   double busyMs = 0;
   double busyFraction = 0;
 };

@@ -32,7 +32,29 @@
 
 namespace pipecut::runtime {
 
+StageFormat resolveStageFormat(const Stage& st, StageFormat f, c10::Device device, bool stateOutside) {
+  if (f != StageFormat::Auto) return f;
+  const std::string kind = device.is_cuda() ? "cuda" : "cpu";
+  bool torchscript = false, pt2 = false;
+  for (const auto& file : st.files) {
+    if (file.compiled && file.compiled->device == kind) return StageFormat::Aoti;
+    torchscript |= file.format == "torchscript";
+    pt2 |= file.format == "pt2";
+  }
+  if (torchscript) return StageFormat::TorchScript;
+  std::string why;
+  if (!pt2) why = "no .pt2 file";
+  else if (!device.is_cpu()) why = "a .pt2 file, which NativeRT runs on the CPU only, not " + device.str();
+  else if (!haveNativeRt()) why = "a .pt2 file, but this LibTorch has no NativeRT";
+  else if (stateOutside && !st.state.empty()) why = "a .pt2 file, whose state NativeRT keeps inside, where --generate cannot keep one per slot";
+  else return StageFormat::Pt2;
+  throw Error(ErrorKind::InvalidInput, "", "stage " + std::to_string(st.index),
+              "--stage-format auto: it has no AOTInductor package for " + kind + " (pipecut compile DIR --device " + kind +
+                  "), no TorchScript file" + (st.missing.empty() ? "" : " (" + st.missing.front().reason + ")") + ", and " + why);
+}
+
 const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device) {
+  f = resolveStageFormat(st, f, device);
   const std::string stage = "stage " + std::to_string(st.index);
   if (f == StageFormat::Aoti) {
     const std::string kind = device.is_cuda() ? "cuda" : "cpu";
@@ -42,6 +64,10 @@ const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device)
         if (file.compiled->device == kind) return file;
         others += (others.empty() ? "" : ", ") + file.compiled->device;
       }
+    if (st.supported == false)
+      throw Error(ErrorKind::InvalidInput, "", stage,
+                  "has no AOTInductor package for " + kind + ": split --support marked it unsupported (" +
+                      st.unsupportedReason + "); --stage-format auto runs it in another format");
     throw Error(ErrorKind::InvalidInput, "", stage,
                 "has no AOTInductor package for " + kind +
                     (others.empty() ? "" : " (only for " + others + ")") + "; run pipecut compile DIR --device " + kind);
@@ -78,6 +104,7 @@ const StageFile* weightsSourceOf(const Stage& st, const StageFile& package) {
 }
 
 bool readsStageFile(const Stage& st, const StageFile& file, StageFormat f, c10::Device device) {
+  f = resolveStageFormat(st, f, device);
   const StageFile& own = stageFileOf(st, f, device);
   return &file == &own || (f == StageFormat::Aoti && &file == weightsSourceOf(st, own));
 }
@@ -192,6 +219,7 @@ std::vector<StageProgram> StageProgram::loadAll(const std::string& dir, const st
 
 StageProgram StageProgram::load(const std::string& dir, const Stage& st, StageFormat f, c10::Device device,
                                 CpuMatmul matmul, const StageWeights* weights) {
+  f = resolveStageFormat(st, f, device);
   const StageFile& file = stageFileOf(st, f, device);
   const std::string path = dir + "/" + file.path;
   // A FIFO or a device in a stage file's place would have the loader wait

@@ -26,7 +26,16 @@ class AotiPackage;
 class NativeRtRunner;
 class StageWeights;
 
-// The stage's file of that format (aoti: the package for `device`'s kind).
+// The format a stage runs in: `f` itself, or for StageFormat::Auto the best
+// the stage has for `device`: its AOTInductor package for that device's
+// kind, else its TorchScript file, else (on the CPU, where LibTorch has
+// NativeRT, and not for `stateless` runs that keep state outside the stage:
+// --generate) its .pt2 through NativeRT. Throws pipecut::Error
+// (InvalidInput) naming the stage when it has none of them.
+StageFormat resolveStageFormat(const Stage& st, StageFormat f, c10::Device device, bool stateOutside = false);
+
+// The stage's file of that format (aoti: the package for `device`'s kind;
+// auto: resolveStageFormat's).
 // Throws pipecut::Error (InvalidInput) naming the stage when the split did not
 // write one (or pipecut compile did not compile one for that device).
 const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device = c10::kCPU);

@@ -89,6 +89,11 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   app.add_option("unexpected", unexpected)->expected(0, CLI::detail::expected_max_vector_size)->group("");
   app.add_option("--devices", devices, "cpu, cuda:N or cuda (= cuda:LOCAL_RANK); one for all stages or one per stage")
       ->capture_default_str();
+  app.add_option("--supported-device", s.supportedDevice,
+                 "a split cut with pipecut split --support: where its supported stages run (over --devices), e.g. "
+                 "cuda:0");
+  app.add_option("--fallback-device", s.fallbackDevice,
+                 "a split cut with pipecut split --support: where its other stages run (over --devices), e.g. cpu");
   app.add_option("-m,--microbatches", s.microbatches, "micro-batches per batch (the batch splits along dimension 0)")
       ->capture_default_str()
       ->check(atLeast(1));
@@ -118,8 +123,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
                "input, the directory holding one, /, the current or the home directory)");
   auto* stageFormatOpt = app.add_option("--stage-format", stageFormat,
                                         "which stage files run: torchscript (.pt), pt2 (.pt2 through LibTorch's NativeRT; "
-                                        "CPU, inference) or aoti (AOTInductor packages from pipecut compile; CPU and "
-                                        "CUDA, inference)")
+                                        "CPU, inference), aoti (AOTInductor packages from pipecut compile; CPU and "
+                                        "CUDA, inference) or auto (each stage the best it has for its device: its "
+                                        "package, else its .pt, else its .pt2; --json reports which)")
                              ->capture_default_str();
   auto* cpuMatmulOpt = app.add_option("--cpu-matmul", cpuMatmul,
                                       "what runs a TorchScript stage's float32 linear layers on a CPU: onednn (oneDNN, "
@@ -263,7 +269,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     for (const std::string& w : s.weights.sources)
       if (w.empty()) throw CLI::ValidationError("--weights", "expected a path, got an empty one");
     auto format = runtime::parseStageFormat(stageFormat);
-    if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript, pt2 or aoti");
+    if (!format) throw CLI::ValidationError("--stage-format", "expected torchscript, pt2, aoti or auto");
     s.stageFormat = *format;
     auto matmul = runtime::parseCpuMatmul(cpuMatmul);
     if (!matmul) throw CLI::ValidationError("--cpu-matmul", "expected auto, onednn or blas");

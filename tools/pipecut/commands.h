@@ -11,6 +11,8 @@ struct InspectOptions {
   std::string dotFile;
   bool force = false;
   weights::BindOptions weights;
+  std::string support;
+  bool inlineGradRegions = false;
 };
 int runInspect(const InspectOptions& o);
 
@@ -44,6 +46,8 @@ struct SplitOptions {
   weights::BindOptions weights;
   std::string bindAt = "split";  // split or run
   bool verbose = false;
+  std::string support;
+  size_t minSupportedNodes = 1;
 };
 int runSplit(const SplitOptions& o);
 

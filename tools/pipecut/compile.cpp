@@ -34,6 +34,11 @@ int runCompile(const CompileOptions& o) {
   }
   if (o.quiet) return 0;
   for (const auto& s : res.stages) {
+    if (s.how == "skipped") {
+      std::cout << "stage " << s.stage << ": skipped, split --support marked it unsupported (pipecut-run "
+                   "--stage-format auto runs its .pt or .pt2)\n";
+      continue;
+    }
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f s", s.compileSeconds);
     std::cout << "stage " << s.stage << ": " << s.path << " " << s.how

@@ -6,7 +6,9 @@
 namespace pipecut::cli {
 
 int runInspect(const InspectOptions& o) {
-  driver::inspect({o.model, o.json, o.dotFile, o.force, o.weights}, std::cout);
+  driver::InspectRequest r{o.model, o.json, o.dotFile, o.force, o.weights};
+  r.support = {o.support, o.inlineGradRegions};
+  driver::inspect(r, std::cout);
   return 0;
 }
 

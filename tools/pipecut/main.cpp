@@ -29,6 +29,15 @@ int main(int argc, char** argv) {
                           "never an input, the directory holding one, /, the current or the home directory";
   ins->add_flag("--force", inspect.force, forceHelp);
   cli::addWeightFlags(ins, inspect.weights);
+  const char* supportHelp =
+      "a target whose support ends cut stages (split) or whose verdicts are reported (inspect): aoti, aoti-cuda "
+      "(what pipecut compile compiles), nativert (what NativeRT in this LibTorch loads), torchscript (what pipecut "
+      "emits as TorchScript), or an operator dictionary in torch.fx's OperatorSupport shape, as a JSON file or "
+      "inline ('{\"aten.linear.default\": null, \"aten.gelu.default\": [[\"bfloat16\"]]}')";
+  ins->add_option("--support", inspect.support, supportHelp);
+  ins->add_flag("--inline-grad-regions", inspect.inlineGradRegions,
+                "--support nativert: as for stages split with --inline-grad-regions (grad regions inlined, top-level maps "
+                "rewritten)");
 
   cli::NormalizeOptions norm;
   auto* nrm = app.add_subcommand("normalize", "Rewrite a .pt2 with placeholders first, a stable topological "
@@ -81,6 +90,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"split", "run"}))
       ->needs(splWeights);
+  auto* splSupport = spl->add_option("--support", split.support, supportHelp);
+  spl->add_option("--min-supported-nodes", split.minSupportedNodes,
+                  "--support: a supported run of fewer compute nodes joins its unsupported neighbours")
+      ->capture_default_str()
+      ->needs(splSupport);
 
   cli::VerifyOptions verify;
   auto* ver = app.add_subcommand("verify", "Check a split directory: files against the manifest's hashes, manifest against files");
@@ -135,8 +149,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (spl->parsed() && !split.preview && split.output.empty())
       throw CLI::RequiredError(splOut->get_name() + " (or --preview)");
-    if (spl->parsed() && split.spec.empty() && splStages->count() == 0)
-      throw CLI::RequiredError("--spec (or --stages N --balance params|flops|time)");
+    if (spl->parsed() && split.spec.empty() && splStages->count() == 0 && split.support.empty())
+      throw CLI::RequiredError("--spec (or --stages N --balance params|flops|time, or --support TARGET)");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

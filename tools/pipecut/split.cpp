@@ -48,6 +48,8 @@ int runSplit(const SplitOptions& o) {
   r.force = o.force;
   r.weights = o.weights;
   r.bindAtRun = o.bindAt == "run";
+  r.support = {o.support, o.inlineGradRegions};
+  r.minSupportedNodes = o.minSupportedNodes;
   std::string manifestSha256;
   driver::SplitWeights bound;
   Manifest m = driver::runSplit(r, &balanced, &manifestSha256, &bound);
