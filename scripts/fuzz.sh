@@ -20,7 +20,7 @@
 # 6. Unless --no-asan-tests: builds the project in build-asan with
 #    -fsanitize=address,undefined (gcc; without UBSan's vptr check, which needs
 #    the typeinfo of LibTorch classes the wheel does not export, e.g.
-#    c10::DynamicType) and runs pipecut_tests on the tags that
+#    c10::DynamicType) and runs pipecut_core_tests on the tags that
 #    load no TorchScript/.pt2 modules (LibTorch is not instrumented; leak
 #    checking is off because it holds global allocations).
 #
