@@ -203,6 +203,15 @@ if nativert; then
     --inline-grad-regions -o chain-nrt -q
   [[ $(marks chain-nrt) == 1 ]] && ok || bad "nativert takes the chain"
   against chain chain-nrt --stage-format pt2
+  # A grad region without --inline-grad-regions: refused, and NativeRT
+  # indeed does not know it.
+  expect 0 "split llama_dynamic --support nativert" -- "$pipecut" split "$llama" --support nativert -o llama-nrt -q
+  [[ $(marks llama-nrt) == 01 ]] && ok || bad "llama_dynamic nativert marks $(marks llama-nrt), wanted 01"
+  expect 0 "inspect: the grad region's reason" -- "$pipecut" inspect "$llama" --support nativert
+  contains "nativert grad region reason" \
+    "knows no higher-order op wrap_with_set_grad_enabled (pipecut split --inline-grad-regions inlines it)"
+  expect 2 "NativeRT refuses the grad region" -- "$run" llama-nrt --stage-format pt2 --inputs "${llama%.pt2}.ref.safetensors"
+  contains "NativeRT's own refusal of the grad region" "Unknown higher order op: wrap_with_set_grad_enabled"
 else
   expect 0 "inspect --support nativert without NativeRT" -- "$pipecut" inspect fx/chain.pt2 --support nativert
   contains "says why" "which has no NativeRT"
