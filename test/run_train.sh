@@ -253,5 +253,71 @@ contains "damaged checkpoint" "stage_001.safetensors"
 expect 2 "merge of a damaged checkpoint" -- "$pipecut" merge "$out/damaged.ckpt" -o "$out/damaged.safetensors"
 [[ ! -e $out/damaged.safetensors ]] && pass=$((pass+1)) || { echo "FAIL: merge left an output"; fail=$((fail+1)); }
 
+# Schedules as data: --dump-schedule writes the plan run as
+# torch.distributed.pipelining's action CSV, and --schedule-file runs such a
+# file: the same checkpoint bytes as the built-in schedule, in one process and
+# on 2 Gloo ranks (zb1p: split backwards, and gpt2's tied gradients). Bad
+# files: exit 2 naming the action, before anything trains.
+d4=$out/gpt2_loss.4 sargs=(--train --data "$train/gpt2_loss.data.safetensors" -m 4 --steps 2
+                           $(flags "$train/gpt2_loss.adamw.ref.safetensors"))
+for world in 1 2; do
+  for how in builtin file; do
+    extra=(--schedule zb1p --dump-schedule "$out/sched.w$world.csv")
+    [[ $how == file ]] && extra=(--schedule-file "$out/sched.w$world.csv")
+    pids=() rc=0 port=$((port + 1))
+    for ((r = 0; r < world; r++)); do
+      RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout 120 "$run" "$d4" "${sargs[@]}" "${extra[@]}" --timeout 60 --json --save-checkpoint "$out/sched.$how.w$world.ckpt" \
+        >"$out/sched.$how.w$world.rank$r.json" 2>"$out/sched.$how.w$world.rank$r.err" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    [[ $rc -eq 0 ]] && pass=$((pass+1)) || { echo "FAIL (schedule $how on $world ranks): exit $rc"; tail -n 2 "$out"/sched.$how.w$world.rank*.err; fail=$((fail+1)); }
+  done
+  grep -q '^0F0,' "$out/sched.w$world.csv" && [[ $(wc -l <"$out/sched.w$world.csv") -eq $((world == 1 ? 4 : 2)) ]] &&
+    pass=$((pass+1)) || { echo "FAIL: --dump-schedule on $world ranks wrote: $(head -c 300 "$out/sched.w$world.csv")"; fail=$((fail+1)); }
+  "$pipecut" merge "$out/sched.builtin.w$world.ckpt" -o "$out/sched.builtin.w$world.safetensors" -q &&
+    "$pipecut" merge "$out/sched.file.w$world.ckpt" -o "$out/sched.file.w$world.safetensors" -q &&
+    cmp -s "$out/sched.builtin.w$world.safetensors" "$out/sched.file.w$world.safetensors" && pass=$((pass+1)) ||
+    { echo "FAIL: the schedule file on $world ranks trained other parameters than zb1p"; fail=$((fail+1)); }
+done
+# torch.distributed.pipelining reads what --dump-schedule wrote (_Action.from_str,
+# as _load_csv does), each cell back to the same text; and pipecut runs what
+# torch's csv writer makes of a schedule (CRLF, an empty cell for an idle step).
+"$python" - "$out/sched.w1.csv" "$out/sched.w2.csv" "$out/torch.w1.csv" <<'EOF' && pass=$((pass+1)) || { echo "FAIL: torch reads the dumped schedules"; fail=$((fail+1)); }
+import csv, sys
+from torch.distributed.pipelining.schedules import _Action
+for f in sys.argv[1:3]:
+    rows = list(csv.reader(open(f, newline="")))
+    assert rows and all(str(_Action.from_str(c)) == c for row in rows for c in row), f
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+with open(sys.argv[3], "w", newline="") as out:
+    w = csv.writer(out)
+    for row in rows:
+        w.writerow([_Action.from_str(row[0])] + [None] + [_Action.from_str(c) for c in row[1:]])
+EOF
+expect 0 "torch's writer, run" -- "$run" "$d4" "${sargs[@]}" --schedule-file "$out/torch.w1.csv" --save-checkpoint "$out/sched.torch.w1.ckpt"
+"$pipecut" merge "$out/sched.torch.w1.ckpt" -o "$out/sched.torch.w1.safetensors" -q &&
+  cmp -s "$out/sched.builtin.w1.safetensors" "$out/sched.torch.w1.safetensors" && pass=$((pass+1)) ||
+  { echo "FAIL: torch's spelling of the schedule trained other parameters"; fail=$((fail+1)); }
+grep -q '"schedule": "file ' "$out/sched.file.w1.rank0.json" && pass=$((pass+1)) || { echo "FAIL: --json names the file"; fail=$((fail+1)); }
+# A backward before its forward; a micro-batch twice; a deadlock across ranks
+# (rank 1 runs 1B1 before 1F0, which rank 2 needs before its 2B1).
+printf '0B0,0F0,0F1,0F2,0F3,0B1,0B2,0B3\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n2F0,2F1,2F2,2F3,2B0,2B1,2B2,2B3\n3F0,3F1,3F2,3F3,3B0,3B1,3B2,3B3\n' >"$out/early.csv"
+printf '0F0,0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n2F0,2F1,2F2,2F3,2B0,2B1,2B2,2B3\n3F0,3F1,3F2,3F3,3B0,3B1,3B2,3B3\n' >"$out/twice.csv"
+printf '0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\n1F1,1B1,1F0,1B0,1F2,1F3,1B2,1B3\n2F0,2F1,2F2,2F3,2B0,2B1,2B2,2B3\n3F0,3F1,3F2,3F3,3B0,3B1,3B2,3B3\n' >"$out/deadlock.csv"
+expect 2 "a backward before its forward" -- "$run" "$d4" "${sargs[@]}" --schedule-file "$out/early.csv"
+contains "a backward before its forward: named" "early.csv: not a schedule this pipeline can run: rank 0 stalls at 0B0"
+expect 2 "a micro-batch twice" -- "$run" "$d4" "${sargs[@]}" --schedule-file "$out/twice.csv"
+contains "a micro-batch twice: named" "rank 0 runs 0F0 twice"
+expect 2 "a deadlock across ranks" -- "$run" "$d4" "${sargs[@]}" --schedule-file "$out/deadlock.csv"
+contains "a deadlock across ranks: named" "rank 1 stalls at 1B1: it waits for 2B1, which rank 2 runs after 2F0"
+expect 2 "a file for 2 ranks on 4" -- env RANK=0 WORLD_SIZE=4 "$run" "$d4" "${sargs[@]}" --schedule-file "$out/sched.w2.csv"
+contains "ranks named" "lists actions for 2 ranks (rows), but the run has 4"
+expect 1 "--schedule with --schedule-file" -- "$run" "$d4" "${sargs[@]}" --schedule 1f1b --schedule-file "$out/sched.w1.csv"
+echo "not a schedule" >"$out/notes.csv"
+expect 2 "--dump-schedule over a file pipecut did not write" -- "$run" "$d4" "${sargs[@]}" --dump-schedule "$out/notes.csv"
+[[ $(cat "$out/notes.csv") == "not a schedule" ]] && pass=$((pass+1)) || { echo "FAIL: notes.csv was replaced"; fail=$((fail+1)); }
+
 echo "run_train: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

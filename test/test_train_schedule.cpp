@@ -335,6 +335,7 @@ TEST_CASE("validatePlan names missing, duplicate and misplaced actions", "[train
 
   TrainPlan wrongKind = good;
   wrongKind.kind = TrainScheduleKind::ZB1P;
+  wrongKind.splitBackward = true;
   CHECK(validatePlan(wrongKind, producers).find(", but zb1p splits every backward into I and W") != std::string::npos);
 
   TrainPlan outOfRange = good;
@@ -409,4 +410,71 @@ TEST_CASE("schedule names and action names", "[train_schedule]") {
   CHECK(actionName({ActionType::B, 12, 7}) == "12B7");
   CHECK(actionName({ActionType::I, 0, 3}) == "0I3");
   CHECK(actionName({ActionType::W, 1, 10}) == "1W10");
+}
+
+namespace {
+
+// planFromCsv's refusal of `text` for `producers` and 2 micro-batches.
+std::string csvRefusal(const std::string& text, const std::vector<std::vector<uint32_t>>& producers) {
+  try {
+    planFromCsv(text, "s.csv", producers, 2);
+  } catch (const pipecut::Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidInput);
+    CHECK(e.file() == "s.csv");
+    return e.what();
+  }
+  FAIL("accepted: " << text);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("schedules as action CSVs: every built-in plan reads back as itself", "[train_schedule]") {
+  for (auto kind : {TrainScheduleKind::GPipe, TrainScheduleKind::OneFOneB, TrainScheduleKind::Interleaved1F1B,
+                    TrainScheduleKind::ZB1P})
+    for (uint32_t ranks : {1u, 2u, 4u}) {
+      const auto producers = chainOf(kind == TrainScheduleKind::Interleaved1F1B ? 2 * ranks : 4);
+      TrainPlan plan = planTraining(kind, producers, ranks, 6);
+      const std::string csv = planCsv(plan);
+      INFO(trainScheduleName(kind) << " on " << ranks << " ranks:\n" << csv);
+      CHECK(looksLikePlanCsv(csv));
+      TrainPlan back = planFromCsv(csv, "s.csv", producers, 6);
+      CHECK(back.kind == TrainScheduleKind::File);
+      CHECK(back.perRank == plan.perRank);
+      CHECK(back.stageRank == plan.stageRank);
+      CHECK(back.splitBackward == plan.splitBackward);
+      CHECK(nominalEndTicks(back, producers) == nominalEndTicks(plan, producers));
+    }
+}
+
+TEST_CASE("schedules as action CSVs: torch's spelling, and refusals naming the action", "[train_schedule]") {
+  const auto two = chainOf(2);
+  // torch's csv.writer: CRLF, empty cells for idle steps, no final newline needed.
+  TrainPlan p = planFromCsv("0F0,0F1,,0B0,0B1\r\n1F0,1B0,1F1,,1B1\r\n", "s.csv", two, 2);
+  CHECK(p.ranks == 2);
+  CHECK(p.stageRank == std::vector<int>{0, 1});
+  CHECK(planText(p)[1] == "rank 1: 1F0 1B0 1F1 1B1");
+  CHECK(planFromCsv("0F0, 0I0 ,0W0", "s.csv", chainOf(1), 1).splitBackward);
+
+  CHECK_THAT(csvRefusal("0F0,0X0", two), Catch::Contains("row 1, cell 2: '0X0' is not a compute action"));
+  CHECK_THAT(csvRefusal("0F0,0SEND_F0", two), Catch::Contains("is not a compute action"));
+  CHECK_THAT(csvRefusal("0F0,F", two), Catch::Contains("row 1, cell 2: 'F' is not an action"));
+  CHECK_THAT(csvRefusal("0F0,2F0", two), Catch::Contains("2F0: the pipeline has 2 stages"));
+  CHECK_THAT(csvRefusal("0F5", two), Catch::Contains("0F5: the run has 2 micro-batches"));
+  CHECK_THAT(csvRefusal("0F0,1F0\n1B0", two), Catch::Contains("row 2, cell 1: 1B0: stage 1 already runs on rank 0"));
+  CHECK_THAT(csvRefusal("0F0,0B0,0I1", chainOf(1)), Catch::Contains("mixes full backwards (B) with split ones"));
+  CHECK_THAT(csvRefusal("0F0,0F1,0B0,0B1", two), Catch::Contains("stage 1: no row runs it"));
+  CHECK_THAT(csvRefusal("", two), Catch::Contains("no actions"));
+  // A backward before its forward.
+  CHECK_THAT(csvRefusal("0B0,0F0,0F1,0B1\n1F0,1B0,1F1,1B1", two),
+             Catch::Contains("not a schedule this pipeline can run: rank 0 stalls at 0B0"));
+  // A micro-batch twice.
+  CHECK_THAT(csvRefusal("0F0,0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1", two), Catch::Contains("rank 0 runs 0F0 twice"));
+  // A deadlock across ranks: rank 0 waits for 1B0, which rank 1 runs after
+  // 1F1, which waits for rank 0's 0F1.
+  CHECK_THAT(csvRefusal("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0", two), Catch::Contains("stalls at"));
+  // One missing.
+  CHECK_THAT(csvRefusal("0F0,0F1,0B0\n1F0,1B0,1F1,1B1", two), Catch::Contains("no rank runs 0B1"));
+  CHECK_FALSE(looksLikePlanCsv("stage,action\n"));
+  CHECK(looksLikePlanCsv("0F0,,1B2\r\n"));
 }

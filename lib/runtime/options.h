@@ -83,6 +83,10 @@ struct TrainOptions {
   std::string dataPath;            // input.<i>: dimension 0 holds the steps' batches one after another
   int steps = 0;                   // 0: every step the data holds after the checkpoint's
   TrainScheduleKind schedule = TrainScheduleKind::OneFOneB;
+  // --schedule-file: torch.distributed.pipelining's action CSV
+  // (runtime/train_schedule.h planFromCsv) instead of `schedule`;
+  // --dump-schedule: the plan run, written in that format (rank 0).
+  std::string scheduleFile, dumpSchedule;
   OptimizerOptions optimizer;
   std::string saveCheckpoint, loadCheckpoint;
 };

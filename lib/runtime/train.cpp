@@ -49,7 +49,9 @@
 #include "runtime/train_state.h"
 #include "runtime/train_transport.h"
 #include "runtime/weight_grad.h"
+#include "support/digest.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/sha256.h"
 #include "support/staging.h"
 
@@ -90,7 +92,7 @@ class Trainer {
       // the one it waits in, and the failure unwinds to the catch below.
       session_ = std::make_unique<RankSession>(
           DistEnv::fromEnvironment(), backend_, o_.session,
-          trainingIdentity(o_, manifestSha256_, plan_.stageRank, backend_, trainScheduleName(o_.schedule)));
+          trainingIdentity(o_, manifestSha256_, plan_.stageRank, backend_, scheduleIdentity_));
       dist_ = &session_->dist();
     }
     // One worker per process, this thread: nothing else waits on a peer.
@@ -109,6 +111,12 @@ class Trainer {
       }
       t1_ = Clock::now();
       if (!o_.saveCheckpoint.empty()) saveCheckpoint();
+      if (!o_.dumpSchedule.empty() && rank_ == 0)
+        support::writeFileStaged(scheduleDestination(o_.dumpSchedule, o_.session, readPaths(o_)),
+                                 [&](const support::ByteSink& sink) {
+                                   const std::string csv = planCsv(plan_);
+                                   sink(csv.data(), csv.size());
+                                 });
       return report();
     });
   }
@@ -119,6 +127,8 @@ class Trainer {
     const std::vector<std::string> inputs = readPaths(o_);
     if (!o_.saveCheckpoint.empty() && rank_ == 0)
       support::checkDestination(checkpointDestination(o_.saveCheckpoint, o_.session, inputs));
+    if (!o_.dumpSchedule.empty() && rank_ == 0)
+      support::checkDestination(scheduleDestination(o_.dumpSchedule, o_.session, inputs));
     if (!o_.session.tracePath.empty())
       support::checkDestination(traceDestination(rankTracePath(o_.session.tracePath, rank_, world_), o_.session, inputs));
   }
@@ -157,8 +167,22 @@ class Trainer {
           auto& p = producers[st.index];
           if (std::find(p.begin(), p.end(), in.source.stage) == p.end()) p.push_back(in.source.stage);
         }
-    plan_ = planTraining(o_.schedule, producers, workers, M_);
-    if (std::string why = validatePlan(plan_, producers); !why.empty()) internalError("--schedule", "invalid plan: " + why);
+    if (!o_.scheduleFile.empty()) {
+      // Ranks agree on the file's bytes, not its path (each may read its own copy).
+      const std::string text = support::readFile(o_.scheduleFile, "the schedule");
+      plan_ = planFromCsv(text, o_.scheduleFile, producers, M_);
+      if (world_ > 1 && plan_.ranks != static_cast<uint32_t>(world_))
+        throw Error(ErrorKind::InvalidInput, o_.scheduleFile, "",
+                    "lists actions for " + std::to_string(plan_.ranks) + " ranks (rows), but the run has " +
+                        std::to_string(world_));
+      Xxh3_128 h;
+      h.update(text.data(), text.size());
+      scheduleIdentity_ = "file, XXH3-128 " + h.hexDigest();
+    } else {
+      plan_ = planTraining(o_.schedule, producers, workers, M_);
+      if (std::string why = validatePlan(plan_, producers); !why.empty()) internalError("--schedule", "invalid plan: " + why);
+      scheduleIdentity_ = trainScheduleName(o_.schedule);
+    }
     SessionOptions placement = o_.session;
     if (world_ > 1) placement.stageRanks = plan_.stageRank;
     else placement.stageRanks.clear();
@@ -617,7 +641,7 @@ class Trainer {
     r.stages = P_;
     r.workers = static_cast<uint32_t>(plan_.perRank.size());
     r.microbatches = static_cast<int>(M_);
-    r.schedule = trainScheduleName(o_.schedule);
+    r.schedule = o_.scheduleFile.empty() ? trainScheduleName(o_.schedule) : "file " + o_.scheduleFile;
     r.optimizer = o_.optimizer.name;
     r.firstStep = firstStep_;
     r.samples = static_cast<uint64_t>(batch_) * static_cast<uint64_t>(steps_);
@@ -668,6 +692,7 @@ class Trainer {
   int rank_ = 0, world_ = 1;
   std::string backend_;
   TrainPlan plan_;
+  std::string scheduleIdentity_;  // what ranks agree on: the schedule's name, or the file's digest
   std::vector<c10::Device> devices_;
   std::vector<int> localWorkers_;
   std::unique_ptr<RankSession> session_;  // across processes: the rendezvous, watcher, failure and finish

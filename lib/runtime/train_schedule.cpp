@@ -6,6 +6,10 @@
 // goes first (and when a rank would rather wait, to bound memory).
 #include "runtime/train_schedule.h"
 
+#include <functional>
+#include <stdexcept>
+#include <string_view>
+
 #include <algorithm>
 #include <limits>
 
@@ -88,6 +92,7 @@ class Planner {
         S_(static_cast<uint32_t>(producers.size())), P_(ranks), M_(microbatches),
         back_(splitsBackward(kind) ? ActionType::I : ActionType::B) {
     plan_.kind = kind;
+    plan_.splitBackward = splitsBackward(kind);
     plan_.stages = S_;
     plan_.ranks = P_;
     plan_.microbatches = M_;
@@ -336,6 +341,7 @@ const char* trainScheduleName(TrainScheduleKind kind) {
     case TrainScheduleKind::OneFOneB: return "1f1b";
     case TrainScheduleKind::Interleaved1F1B: return "interleaved-1f1b";
     case TrainScheduleKind::ZB1P: return "zb1p";
+    case TrainScheduleKind::File: return "file";
   }
   return "?";
 }
@@ -348,6 +354,7 @@ std::string actionName(const Action& a) {
 TrainPlan planTraining(TrainScheduleKind kind, const Producers& producers, uint32_t ranks, uint32_t microbatches) {
   const std::string name = trainScheduleName(kind);
   const auto stages = static_cast<uint32_t>(producers.size());
+  if (kind == TrainScheduleKind::File) internalError(kWhere, "a file's plan is read (planFromCsv), not planned");
   if (stages == 0) invalidInput(kWhere, "the pipeline has no stages to schedule");
   if (ranks == 0) invalidInput(kWhere, name + " needs at least one rank");
   if (microbatches == 0) invalidInput(kWhere, name + " needs at least one micro-batch");
@@ -379,7 +386,7 @@ std::string validatePlan(const TrainPlan& plan, const Producers& producers) {
     if (plan.stageRank[s] < 0 || static_cast<uint32_t>(plan.stageRank[s]) >= P)
       return "stage " + std::to_string(s) + " is placed on rank " + std::to_string(plan.stageRank[s]) +
              ", outside 0.." + std::to_string(P - 1);
-  const bool split = splitsBackward(plan.kind);
+  const bool split = plan.splitBackward;
   const ActionType back = split ? ActionType::I : ActionType::B;
 
   // Each (type, stage, micro-batch) at most once, on its stage's rank.
@@ -392,7 +399,8 @@ std::string validatePlan(const TrainPlan& plan, const Producers& producers) {
       if (a.microbatch >= M) return who + ", but the plan has " + std::to_string(M) + " micro-batches";
       if (split && a.type == ActionType::B) return who + ", but " + kindName + " splits every backward into I and W";
       if (!split && a.type != ActionType::F && a.type != ActionType::B)
-        return who + ", but only zb1p splits backwards into I and W";
+        return who + ", but " + (plan.kind == TrainScheduleKind::File ? std::string("the file's other backwards are B")
+                                                                      : std::string("only zb1p splits backwards into I and W"));
       if (plan.stageRank[a.stage] != static_cast<int>(r))
         return who + ", but stage " + std::to_string(a.stage) + " is on rank " +
                std::to_string(plan.stageRank[a.stage]);
@@ -486,7 +494,7 @@ std::string validatePlan(const TrainPlan& plan, const Producers& producers) {
 
 std::vector<std::vector<uint64_t>> nominalEndTicks(const TrainPlan& plan, const Producers& producers) {
   const uint32_t S = plan.stages, M = plan.microbatches;
-  const ActionType back = splitsBackward(plan.kind) ? ActionType::I : ActionType::B;
+  const ActionType back = plan.splitBackward ? ActionType::I : ActionType::B;
   const auto consumers = consumersOf(producers);
   constexpr uint64_t kNotYet = 0;  // every action ends at tick 1 or later
   auto cell = [&](const Action& a) { return actionSlot(a, S, M); };
@@ -538,6 +546,123 @@ std::vector<std::string> planText(const TrainPlan& plan) {
     lines.push_back(std::move(line));
   }
   return lines;
+}
+
+namespace {
+
+// One CSV cell: "{stage}{F|B|I|W}{microbatch}", spaces around allowed;
+// nullopt for an empty cell; throws `bad` otherwise.
+std::optional<Action> parseCell(std::string_view cell, const std::function<void(const std::string&)>& bad) {
+  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
+  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r')) cell.remove_suffix(1);
+  if (cell.empty()) return std::nullopt;
+  size_t i = 0;
+  auto number = [&](uint32_t& out) {
+    const size_t start = i;
+    uint64_t v = 0;
+    while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9' && i - start < 9) v = v * 10 + static_cast<uint64_t>(cell[i++] - '0');
+    if (i == start || (i < cell.size() && cell[i] >= '0' && cell[i] <= '9')) return false;
+    out = static_cast<uint32_t>(v);
+    return true;
+  };
+  Action a;
+  if (!number(a.stage) || i >= cell.size()) bad("'" + std::string(cell) + "' is not an action ({stage}{F|B|I|W}{microbatch})");
+  switch (cell[i++]) {
+    case 'F': a.type = ActionType::F; break;
+    case 'B': a.type = ActionType::B; break;
+    case 'I': a.type = ActionType::I; break;
+    case 'W': a.type = ActionType::W; break;
+    default:
+      bad("'" + std::string(cell) + "' is not a compute action: the compute-only format has F, B, I and W");
+  }
+  if (!number(a.microbatch) || i != cell.size())
+    bad("'" + std::string(cell) + "' is not an action ({stage}{F|B|I|W}{microbatch})");
+  return a;
+}
+
+std::vector<std::vector<std::string_view>> csvCells(const std::string& text) {
+  std::vector<std::vector<std::string_view>> rows;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    std::vector<std::string_view> cells;
+    for (size_t start = 0;;) {
+      const size_t comma = line.find(',', start);
+      cells.push_back(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TrainPlan planFromCsv(const std::string& text, const std::string& file, const Producers& producers,
+                      uint32_t microbatches) {
+  TrainPlan plan;
+  plan.kind = TrainScheduleKind::File;
+  plan.stages = static_cast<uint32_t>(producers.size());
+  plan.microbatches = microbatches;
+  plan.stageRank.assign(plan.stages, -1);
+  bool anyB = false, anySplit = false;
+  const auto rows = csvCells(text);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::vector<Action> list;
+    for (size_t c = 0; c < rows[r].size(); ++c) {
+      const std::string where = "row " + std::to_string(r + 1) + ", cell " + std::to_string(c + 1);
+      auto bad = [&](const std::string& why) { throw Error(ErrorKind::InvalidInput, file, where, why); };
+      std::optional<Action> a = parseCell(rows[r][c], bad);
+      if (!a) continue;
+      if (a->stage >= plan.stages)
+        bad(actionName(*a) + ": the pipeline has " + std::to_string(plan.stages) + " stages");
+      if (a->microbatch >= microbatches)
+        bad(actionName(*a) + ": the run has " + std::to_string(microbatches) + " micro-batches (-m)");
+      int& owner = plan.stageRank[a->stage];
+      if (owner >= 0 && owner != static_cast<int>(r))
+        bad(actionName(*a) + ": stage " + std::to_string(a->stage) + " already runs on rank " + std::to_string(owner) +
+            " (row " + std::to_string(owner + 1) + "); a stage runs on one rank");
+      owner = static_cast<int>(r);
+      anyB |= a->type == ActionType::B;
+      anySplit |= a->type == ActionType::I || a->type == ActionType::W;
+      if (anyB && anySplit)
+        bad(actionName(*a) + ": the file mixes full backwards (B) with split ones (I, W); use one or the other");
+      list.push_back(*a);
+    }
+    plan.perRank.push_back(std::move(list));
+  }
+  plan.ranks = static_cast<uint32_t>(plan.perRank.size());
+  if (plan.ranks == 0) throw Error(ErrorKind::InvalidInput, file, "", "no actions: one row of actions per rank");
+  for (uint32_t s = 0; s < plan.stages; ++s)
+    if (plan.stageRank[s] < 0)
+      throw Error(ErrorKind::InvalidInput, file, "stage " + std::to_string(s),
+                  "no row runs it: the pipeline has " + std::to_string(plan.stages) + " stages");
+  plan.splitBackward = anySplit;
+  if (std::string why = validatePlan(plan, producers); !why.empty())
+    throw Error(ErrorKind::InvalidInput, file, "", "not a schedule this pipeline can run: " + why);
+  return plan;
+}
+
+std::string planCsv(const TrainPlan& plan) {
+  std::string out;
+  for (const auto& list : plan.perRank) {
+    for (size_t i = 0; i < list.size(); ++i) out += (i ? "," : "") + actionName(list[i]);
+    out += "\n";
+  }
+  return out;
+}
+
+bool looksLikePlanCsv(const std::string& text) {
+  try {
+    for (const auto& row : csvCells(text))
+      for (std::string_view cell : row) parseCell(cell, [](const std::string& why) { throw std::runtime_error(why); });
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace pipecut::runtime

@@ -24,9 +24,11 @@
 
 namespace pipecut::runtime {
 
-enum class TrainScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZB1P };
+// File: a plan read from an action CSV (planFromCsv), not a policy.
+enum class TrainScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZB1P, File };
 
-// "gpipe", "1f1b", "interleaved-1f1b", "zb1p"; nullopt for anything else.
+// "gpipe", "1f1b", "interleaved-1f1b", "zb1p" ("file" is named, never
+// parsed); nullopt for anything else.
 std::optional<TrainScheduleKind> parseTrainSchedule(const std::string& name);
 const char* trainScheduleName(TrainScheduleKind kind);
 
@@ -47,6 +49,9 @@ struct TrainPlan {
   uint32_t stages = 0, ranks = 0, microbatches = 0;
   std::vector<int> stageRank;                  // per stage: the rank that runs it
   std::vector<std::vector<Action>> perRank;    // per rank: its compute actions in order
+  // Backwards split into I and W (zb1p; a file that lists I and W), else
+  // one B each.
+  bool splitBackward = false;
 };
 
 // producers[s]: the stages s receives values from (each < s: stages are in
@@ -112,5 +117,21 @@ std::vector<uint32_t> peakActivations(const TrainPlan& plan);
 
 // One line per rank, e.g. "rank 0: 0F0 0F1 1F0 ...", for the trace and --json.
 std::vector<std::string> planText(const TrainPlan& plan);
+
+// torch.distributed.pipelining's action CSV in its compute-only format (what
+// _PipelineScheduleRuntime._dump_csv writes and _load_csv reads, and
+// torchtitan's pipeline_parallel_schedule_csv): one row per rank, one cell
+// per action, "{stage}{F|B|I|W}{microbatch}"; an empty cell is an idle step.
+// A stage runs on the rank whose row lists it. Backwards are all B, or all I
+// and W. Checked as validatePlan checks a built-in plan (no memory caps:
+// the file says what it holds). Throws pipecut::Error (InvalidInput) naming
+// `file` and the row and cell, or the first bad action and why.
+TrainPlan planFromCsv(const std::string& text, const std::string& file,
+                      const std::vector<std::vector<uint32_t>>& producers, uint32_t microbatches);
+// The plan in that format (a row per rank, a newline after each).
+std::string planCsv(const TrainPlan& plan);
+// Whether every cell of `text` is an action or empty: a file planCsv could
+// have written (what --dump-schedule may replace).
+bool looksLikePlanCsv(const std::string& text);
 
 }  // namespace pipecut::runtime

@@ -194,7 +194,12 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       trainGroup->add_option("--eps", t.optimizer.eps, "AdamW epsilon")->capture_default_str()->check(positiveReal()),
       trainGroup->add_option("--save-checkpoint", t.saveCheckpoint, "after the last step, write parameters and optimizer state "
                                                                     "here (a directory, replaced atomically)"),
-      trainGroup->add_option("--load-checkpoint", t.loadCheckpoint, "resume from a checkpoint written by --save-checkpoint")};
+      trainGroup->add_option("--load-checkpoint", t.loadCheckpoint, "resume from a checkpoint written by --save-checkpoint"),
+      trainGroup->add_option("--schedule-file", t.scheduleFile,
+                             "run this schedule: torch.distributed.pipelining's action CSV (compute-only: a row per rank, "
+                             "cells {stage}{F|B|I|W}{microbatch}), checked by simulation first"),
+      trainGroup->add_option("--dump-schedule", t.dumpSchedule,
+                             "write the schedule run, in the same CSV format (replaced atomically)")};
   for (auto* opt : trainOnly) opt->needs(train);
   // Training takes its data, not inference's inputs or pipeline; it needs
   // autograd, which runs .pt stages.
@@ -263,7 +268,8 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
         {"dir", &s.dir},           {"--profile", &cmd.profilePath}, {"--inputs", &in.inputsPath},
         {"--check", &o.checkPath}, {"--output", &o.outputPath},     {"--trace", &s.tracePath},
         {"--data", &t.dataPath},   {"--save-checkpoint", &t.saveCheckpoint}, {"--load-checkpoint", &t.loadCheckpoint},
-        {"--prompts", &g.promptsPath}, {"--check-tokens", &g.checkTokensPath}};
+        {"--prompts", &g.promptsPath}, {"--check-tokens", &g.checkTokensPath},
+        {"--schedule-file", &t.scheduleFile}, {"--dump-schedule", &t.dumpSchedule}};
     for (const auto& [name, value] : paths)
       if (app.get_option(name)->count() && value->empty()) throw CLI::ValidationError(name, "expected a path, got an empty one");
     for (const std::string& w : s.weights.sources)
@@ -285,6 +291,8 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
     }
     if (!stageRanks.empty()) s.stageRanks = rankList(stageRanks);
     if (training) {
+      if (!t.scheduleFile.empty() && app.get_option("--schedule")->count())
+        throw CLI::ValidationError("--schedule-file", "is a schedule itself: leave out --schedule");
       auto kind = runtime::parseTrainSchedule(app.get_option("--schedule")->count() ? schedule : "1f1b");
       if (!kind) throw CLI::ValidationError("--schedule", "expected gpipe, 1f1b, interleaved-1f1b or zb1p");
       t.schedule = *kind;
