@@ -245,7 +245,7 @@ Manifest runSplit(const SplitRequest& r, partition::BalanceResult* balanced, std
   }
   // Stages from the spec (or the balancer), else one, then cut where runs end.
   auto assign = [&](const partition::SplitSpec& s) {
-    if (s.canonical.empty() && !balancing && r.spec.empty())
+    if (!balancing && r.spec.empty())
       return partition::Assignment{1, std::vector<int>(pkg.program.graph.nodes.size(), 0)};
     return partition::assignStages(pkg.program, s, tree);
   };

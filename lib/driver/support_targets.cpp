@@ -2,6 +2,7 @@
 
 #include "emit/libtorch_version.h"
 #include "emit/torchscript.h"
+#include "passes/inline_grad_regions.h"
 #include "passes/map_as_loop.h"
 #include "passes/unroll_map.h"
 #include "support/files.h"
@@ -51,9 +52,7 @@ class NativeRtTarget : public partition::SupportTarget {
     const bool topLevel = !ctx.enclosing || hopName(*ctx.enclosing) == "wrap_with_set_grad_enabled" ||
                           hopName(*ctx.enclosing) == "wrap_with_autocast";
     if (op == "wrap_with_set_grad_enabled" || op == "wrap_with_autocast") {
-      if (op == "wrap_with_autocast" && n.inputs.size() > 2 && n.inputs[2].arg.tag == ir::ArgTag::Bool &&
-          n.inputs[2].arg.asBool())
-        return unknown + ", and an enabled autocast region changes dtypes, so it is not inlined";
+      if (!passes::inlinesRegion(n)) return unknown + ", and an enabled autocast region changes dtypes, so it is not inlined";
       if (!inline_) return unknown + " (pipecut split --inline-grad-regions inlines it)";
       if (ctx.enclosing) return unknown + " inside a " + hopName(*ctx.enclosing) + " (only top-level regions are inlined)";
       return std::nullopt;

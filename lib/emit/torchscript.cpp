@@ -43,17 +43,26 @@ const std::map<std::string, std::string>& symbolicOps() {
   return kOps;
 }
 
+// "aten.add.Tensor" as LibTorch's registry names it (aten::add, overload
+// "Tensor"; "default" is the empty overload); nullopt for a name that is not
+// "ns.op.overload".
+std::optional<c10::OperatorName> registryName(const std::string& qual) {
+  size_t d1 = qual.find('.'), d2 = qual.rfind('.');
+  if (d1 == std::string::npos || d1 == d2) return std::nullopt;
+  const std::string overload = qual.substr(d2 + 1);
+  return c10::OperatorName(qual.substr(0, d1) + "::" + qual.substr(d1 + 1, d2 - d1 - 1),
+                           overload == "default" ? "" : overload);
+}
+
 // The TorchScript operator an ATen target is emitted as ("aten::size" for
 // aten.sym_size.int); nullopt for a target that is not "ns.op.overload".
 std::optional<c10::OperatorName> jitOperatorOf(const ir::Node& n) {
-  std::string qual = n.opName();  // "aten.add.Tensor"
-  size_t d1 = qual.find('.'), d2 = qual.rfind('.');
-  if (d1 == std::string::npos || d1 == d2) return std::nullopt;
-  std::string ns = qual.substr(0, d1), op = qual.substr(d1 + 1, d2 - d1 - 1), overload = qual.substr(d2 + 1);
-  if (ns == "aten" && op == "sym_size" && overload == "int") return c10::OperatorName("aten::size", "int");
-  if (ns == "aten" && op == "sym_stride" && overload == "int") return c10::OperatorName("aten::stride", "int");
-  if (ns == "aten" && op == "sym_numel") return c10::OperatorName("aten::numel", "");
-  return c10::OperatorName(ns + "::" + op, overload == "default" ? "" : overload);
+  std::optional<c10::OperatorName> name = registryName(n.opName());
+  if (!name) return std::nullopt;
+  if (name->name == "aten::sym_size" && name->overload_name == "int") return c10::OperatorName("aten::size", "int");
+  if (name->name == "aten::sym_stride" && name->overload_name == "int") return c10::OperatorName("aten::stride", "int");
+  if (name->name == "aten::sym_numel") return c10::OperatorName("aten::numel", "");
+  return name;
 }
 
 
@@ -658,12 +667,9 @@ std::optional<std::string> torchScriptRefusal(const ir::Node& n) {
 }
 
 std::optional<partition::OperatorSignature> operatorSignature(const std::string& opName) {
-  const size_t d1 = opName.find('.'), d2 = opName.rfind('.');
-  if (d1 == std::string::npos || d1 == d2) return std::nullopt;
-  const std::string overload = opName.substr(d2 + 1);
-  const c10::OperatorName name(opName.substr(0, d1) + "::" + opName.substr(d1 + 1, d2 - d1 - 1),
-                               overload == "default" ? "" : overload);
-  std::shared_ptr<jit::Operator> op = jit::findOperatorFor(name);
+  std::optional<c10::OperatorName> name = registryName(opName);
+  if (!name) return std::nullopt;
+  std::shared_ptr<jit::Operator> op = jit::findOperatorFor(*name);
   if (!op) return std::nullopt;
   partition::OperatorSignature sig;
   for (const c10::Argument& a : op->schema().arguments()) {

@@ -267,10 +267,8 @@ SupportRuns supportRuns(const ir::Program& program, SupportMarks& marks, size_t 
     if (i == 0 || marks.supported[i] != marks.supported[i - 1]) {
       r.runSupported.push_back(marks.supported[i]);
       r.runReason.push_back(marks.supported[i] ? "" : "node '" + nodes[i]->label() + "' (" + nodes[i]->opName() + "): " + marks.reason[i]);
-      r.runComputeNodes.push_back(0);
     }
     r.runOf[i] = static_cast<int>(r.runSupported.size()) - 1;
-    r.runComputeNodes.back() += compute[i];
   }
   return r;
 }

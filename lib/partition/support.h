@@ -99,7 +99,6 @@ struct SupportRuns {
   std::vector<int> runOf;                // per top-level node
   std::vector<char> runSupported;        // per run
   std::vector<std::string> runReason;    // per run: its first unsupported node's reason
-  std::vector<size_t> runComputeNodes;   // per run
 };
 
 // `marks.supported` and `marks.reason` are updated for nodes steps 1 and 2

@@ -30,6 +30,8 @@ size_t bodyIndex(const ir::Node& n) {
 
 }  // namespace
 
+bool inlinesRegion(const ir::Node& n) { return bodyIndex(n) != 0; }
+
 size_t inlineGradRegions(ir::Program& p) {
   ir::Graph& g = p.graph;
   size_t inlined = 0;

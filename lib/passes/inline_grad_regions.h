@@ -20,4 +20,8 @@ namespace pipecut::passes {
 // not match its body.
 size_t inlineGradRegions(ir::Program& p);
 
+// Whether inlineGradRegions inlines `n` were it at top level: a grad region,
+// or an autocast region that disables autocast.
+bool inlinesRegion(const ir::Node& n);
+
 }  // namespace pipecut::passes
