@@ -166,6 +166,10 @@ for c in "notjson|notjson.json: not JSON" \
   [[ ! -e bad-$name && -z $(compgen -G "bad-$name.tmp.*") ]] && ok || bad "bad dictionary $name: something was written"
   expect 2 "inspect, bad dictionary $name" -- "$pipecut" inspect fx/chain.pt2 --support "$name.json"
 done
+# A FIFO nobody writes to reads as empty instead of holding the split.
+rm -f fifo.json && mkfifo fifo.json
+expect 2 "a dictionary that is a FIFO" -- timeout 20 "$pipecut" split fx/chain.pt2 --support fifo.json -o bad-fifo -q
+contains "a FIFO: named, not JSON" "fifo.json: not JSON"
 expect 2 "a dictionary that is missing" -- "$pipecut" split fx/chain.pt2 --support missing.json -o bad-missing -q
 contains "missing dictionary" "missing.json"
 expect 2 "inline JSON, not JSON" -- "$pipecut" inspect fx/chain.pt2 --support '{"aten.linear.default": ['

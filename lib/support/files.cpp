@@ -16,8 +16,16 @@ std::string readFile(const std::string& path, const std::string& what) {
   auto fail = [&](const char* verb, int err) -> void {
     throwOsError(path, std::string(verb) + (what.empty() ? "" : " " + what), err);
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without blocking: a FIFO nobody writes to would hold a plain
+  // open forever. Reads block again, so a pipe with a writer (a shell's
+  // <(...)) is read whole, and one without reads as empty.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("open", errno);
+  if (int flags = ::fcntl(fd, F_GETFL); flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(fd);
+    fail("open", err);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     int err = S_ISDIR(st.st_mode) ? EISDIR : errno;

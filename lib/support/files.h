@@ -13,6 +13,7 @@ namespace pipecut::support {
 // Throws pipecut::Error naming the file (InvalidInput for a path that leads
 // nowhere, Environment for what the OS refuses: support/error.h's
 // osErrorKind), with `what` ("the split spec") in the message when given.
+// A FIFO without a writer reads as empty rather than blocking.
 std::string readFile(const std::string& path, const std::string& what = "");
 
 // Writes a new file and hashes its bytes on the way (no second read to hash
