@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include "manifest/manifest.h"
+#include "runtime/generate/decode_program.h"
 #include "runtime/inputs.h"
 #include "support/error.h"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-// A training step's message order (runtime/train_transport.h's
+// A training step's message order (runtime/train/transport.h's
 // stepCommOrder): for every schedule on every shape the planner accepts,
 // ranks whose communication thread issues it in order and whose worker runs
 // its plan in order all finish, and every pair of ranks agrees on the order
@@ -6,7 +6,7 @@
 //
 // Before Catch: c10's logging header defines a CHECK of its own, which
 // Catch's then replaces.
-#include "runtime/train_transport.h"
+#include "runtime/train/transport.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Training schedules (runtime/train_schedule.h): every kind on every shape it
+// Training schedules (runtime/train/schedule.h): every kind on every shape it
 // accepts yields a plan the validator passes (all actions present once, on the
 // right rank, no deadlock, memory within the documented bound), 1F1B matches
 // the textbook order, zero bubble idles less than 1F1B, and the validator
@@ -9,7 +9,7 @@
 #include <map>
 #include <tuple>
 
-#include "runtime/train_schedule.h"
+#include "runtime/train/schedule.h"
 #include "support/error.h"
 #include "train_shapes.h"
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/train_schedule.h"
+#include "runtime/train/schedule.h"
 
 namespace pipecut::test {
 

@@ -2,7 +2,7 @@
 // The one thread per rank that issues every c10d operation of a multi-process
 // run, in an order every rank derives alike: inference's from the manifest
 // (runtime/comm_schedule.h), a training step's from its plan
-// (runtime/train_transport.h). The transport of both.
+// (runtime/train/transport.h). The transport of both.
 //
 // Invariants:
 // - Workers never call c10d. A worker hands each output bound for another

@@ -64,7 +64,7 @@ class MessageOrder {
   virtual bool next(CommOp& op) = 0;
 };
 
-// Operations listed ahead, e.g. a training step's (runtime/train_transport.h).
+// Operations listed ahead, e.g. a training step's (runtime/train/transport.h).
 class OpList : public MessageOrder {
  public:
   explicit OpList(const std::vector<CommOp>& ops) : ops_(ops) {}

@@ -48,7 +48,7 @@ std::string unseal(const MacKey& key, const std::string& name, const std::string
 // message) on bytes that are not exactly one well-formed message.
 
 // At rendezvous: a rank, its process id (rank 0's names the temporary
-// directory of a checkpoint: runtime/train_checkpoint.cpp) and its nonce.
+// directory of a checkpoint: runtime/train/checkpoint.cpp) and its nonce.
 struct Hello {
   int rank = 0;
   int64_t pid = 0;

@@ -145,7 +145,7 @@ class DistContext {
   void put(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
   // Rank 0's process id, from its hello (a checkpoint's temporary directory
-  // is named after it: runtime/train_checkpoint.cpp).
+  // is named after it: runtime/train/checkpoint.cpp).
   int64_t rank0Pid() const { return rank0Pid_; }
 
   // Tells every rank to stop (the first notice posted stays); each prints

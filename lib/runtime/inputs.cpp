@@ -7,7 +7,6 @@
 
 #include "emit/dtypes.h"
 #include "manifest/shapes.h"
-#include "runtime/decode_program.h"
 #include "runtime/tensor_io.h"
 #include "support/error.h"
 
@@ -101,12 +100,6 @@ std::vector<at::Tensor> randomInputs(const Manifest& m, uint64_t seed, int64_t b
     else out.push_back(at::randint(0, intHigh, shape, gen, opts));
   }
   return out;
-}
-
-std::vector<at::Tensor> decodeStepInputs(const Manifest& m, const std::string& dir, uint64_t seed) {
-  DecodeProgram d = readDecodeProgram(m, dir, "--decode-step");
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  return {at::randint(0, d.vocab, {d.rows, 1}, gen, at::TensorOptions().dtype(at::kLong)), at::zeros({1}, at::kLong)};
 }
 
 std::vector<std::vector<at::Tensor>> splitMicrobatches(const std::vector<at::Tensor>& inputs, const Manifest& m,

@@ -22,13 +22,6 @@ std::vector<at::Tensor> loadInputs(const std::string& path, const Manifest& m);
 std::vector<at::Tensor> randomInputs(const Manifest& m, uint64_t seed, int64_t batch, int microbatches,
                                      int64_t intHigh);
 
-// One decode step's inputs for a program runtime/decode_program.h accepts:
-// token ids [B, 1] drawn uniformly from the vocabulary with `seed`, cache
-// position [0]. With a static cache a step's work does not depend on the
-// position (attention reads every cache position, masked), so this is what
-// each generated token costs. Throws pipecut::Error (InvalidInput) naming
-// `dir` and the manifest part when the program is not a decode step.
-std::vector<at::Tensor> decodeStepInputs(const Manifest& m, const std::string& dir, uint64_t seed);
 
 // Splits each batched input (dimension 0 equal to the batch size) into M equal
 // chunks; other inputs are shared by every micro-batch. Checks each chunk

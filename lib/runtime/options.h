@@ -16,10 +16,13 @@
 
 #include "runtime/cpu_matmul.h"
 #include "runtime/stage_format.h"
-#include "runtime/train_schedule.h"
 #include "weights/options.h"
 
 namespace pipecut::runtime {
+
+// The built-in training schedules (runtime/train/schedule.h plans them);
+// File: a plan read from an action CSV (planFromCsv), not a policy.
+enum class TrainScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZB1P, File };
 
 struct SessionOptions {
   std::string dir;                              // the split directory
@@ -84,7 +87,7 @@ struct TrainOptions {
   int steps = 0;                   // 0: every step the data holds after the checkpoint's
   TrainScheduleKind schedule = TrainScheduleKind::OneFOneB;
   // --schedule-file: torch.distributed.pipelining's action CSV
-  // (runtime/train_schedule.h planFromCsv) instead of `schedule`;
+  // (runtime/train/schedule.h planFromCsv) instead of `schedule`;
   // --dump-schedule: the plan run, written in that format (rank 0).
   std::string scheduleFile, dumpSchedule;
   OptimizerOptions optimizer;

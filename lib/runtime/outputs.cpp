@@ -1,9 +1,5 @@
 #include "runtime/outputs.h"
 
-#include <fstream>
-#include <iterator>
-
-#include "runtime/train_schedule.h"
 
 #include "manifest/checkpoint.h"
 #include "support/safetensors.h"
@@ -60,21 +56,6 @@ support::Destination profileDestination(const std::string& path, const SessionOp
                                         const std::vector<std::string>& inputs) {
   auto d = base(path, support::StagedKind::File, "profile", o, inputs);
   d.previousOutput = [](const fs::path& p) { return support::jsonFieldInTheWay(p, "/format", kProfileFormat); };
-  return d;
-}
-
-support::Destination scheduleDestination(const std::string& path, const SessionOptions& o,
-                                         const std::vector<std::string>& inputs) {
-  auto d = base(path, support::StagedKind::File, "schedule", o, inputs);
-  d.previousOutput = [](const fs::path& p) -> std::string {
-    const std::string notOurs = "is a file pipecut did not write (not an action CSV)";
-    std::error_code ec;
-    const auto size = fs::file_size(p, ec);
-    if (ec || size > (1u << 24)) return notOurs;
-    std::ifstream in(p, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return in.bad() || !looksLikePlanCsv(text) ? notOurs : "";
-  };
   return d;
 }
 

@@ -34,9 +34,6 @@ support::Destination traceDestination(const std::string& path, const SessionOpti
                                       const std::vector<std::string>& inputs);
 support::Destination profileDestination(const std::string& path, const SessionOptions& s,
                                         const std::vector<std::string>& inputs);
-// --dump-schedule's CSV: replaces only a file whose every cell is an action.
-support::Destination scheduleDestination(const std::string& path, const SessionOptions& s,
-                                         const std::vector<std::string>& inputs);
 support::Destination checkpointDestination(const std::string& dir, const SessionOptions& s,
                                            const std::vector<std::string>& inputs);
 

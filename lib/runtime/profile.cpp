@@ -26,6 +26,7 @@
 #include "runtime/inputs.h"
 #include "runtime/linear_kernels.h"
 #include "runtime/outputs.h"
+#include "runtime/generate/decode_program.h"
 #include "runtime/placement.h"
 #include "runtime/rank_session.h"
 #include "runtime/stage_program.h"

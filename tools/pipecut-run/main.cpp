@@ -7,10 +7,10 @@
 #include <iostream>
 
 #include "options.h"
-#include "runtime/generate.h"
+#include "runtime/generate/generate.h"
 #include "runtime/inference.h"
 #include "runtime/profile.h"
-#include "runtime/train.h"
+#include "runtime/train/train.h"
 #include "support/error.h"
 #include "support/exit_status.h"
 

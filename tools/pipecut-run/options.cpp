@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/train/schedule.h"
 #include "support/sha256.h"
 #include "weights_flags.h"
 

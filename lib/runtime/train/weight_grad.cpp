@@ -1,4 +1,4 @@
-#include "runtime/weight_grad.h"
+#include "runtime/train/weight_grad.h"
 
 #include "emit/libtorch_compat.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/train_transport.h"
+#include "runtime/train/transport.h"
 
 #include <algorithm>
 #include <tuple>

@@ -1,13 +1,16 @@
-// Training schedules (runtime/train_schedule.h). Every kind is planned by one
+// Training schedules (runtime/train/schedule.h). Every kind is planned by one
 // discrete-event list scheduler: each rank, whenever it is free, starts one of
 // its ready actions, chosen by the kind's policy, and the order in which ranks
 // start actions is the plan. Choosing only ready actions keeps every plan
 // deadlock-free by construction; the policies only decide which ready action
 // goes first (and when a rank would rather wait, to bound memory).
-#include "runtime/train_schedule.h"
+#include "runtime/train/schedule.h"
 
 #include <functional>
 #include <stdexcept>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string_view>
 
 #include <algorithm>
@@ -663,6 +666,26 @@ bool looksLikePlanCsv(const std::string& text) {
     return false;
   }
   return true;
+}
+
+support::Destination scheduleDestination(const std::string& path, const SessionOptions& o,
+                                         const std::vector<std::string>& inputs) {
+  support::Destination d;
+  d.path = path;
+  d.kind = support::StagedKind::File;
+  d.what = "schedule";
+  d.inputs.assign(inputs.begin(), inputs.end());
+  d.force = o.force;
+  d.previousOutput = [](const std::filesystem::path& p) -> std::string {
+    const std::string notOurs = "is a file pipecut did not write (not an action CSV)";
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(p, ec);
+    if (ec || size > (1u << 24)) return notOurs;
+    std::ifstream in(p, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return in.bad() || !looksLikePlanCsv(text) ? notOurs : "";
+  };
+  return d;
 }
 
 }  // namespace pipecut::runtime

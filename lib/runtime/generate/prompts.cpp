@@ -1,4 +1,4 @@
-#include "runtime/prompts.h"
+#include "runtime/generate/prompts.h"
 
 #include <fstream>
 #include <map>

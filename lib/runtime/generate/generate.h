@@ -8,9 +8,9 @@
 // symbolic for prefill chunks). Torch-free header.
 //
 // The run is three parts, as the other modes:
-//   the plan       runtime/generation_plan.h: which slot runs which step,
+//   the plan       runtime/generate/plan.h: which slot runs which step,
 //                  decided as tokens come back (pure data);
-//   the transport  runtime/step_channels.h: a step descriptor from the
+//   the transport  runtime/generate/step_channels.h: a step descriptor from the
 //                  first stage's worker to the others, activations forward,
 //                  the sampled tokens from the last stage back to the first;
 //   the report     GenerateReport (runtime/report.h).

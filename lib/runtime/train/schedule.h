@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-namespace pipecut::runtime {
+#include "runtime/options.h"
+#include "support/staging.h"
 
-// File: a plan read from an action CSV (planFromCsv), not a policy.
-enum class TrainScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZB1P, File };
+namespace pipecut::runtime {
 
 // "gpipe", "1f1b", "interleaved-1f1b", "zb1p" ("file" is named, never
 // parsed); nullopt for anything else.
@@ -133,5 +133,10 @@ std::string planCsv(const TrainPlan& plan);
 // Whether every cell of `text` is an action or empty: a file planCsv could
 // have written (what --dump-schedule may replace).
 bool looksLikePlanCsv(const std::string& text);
+
+// --dump-schedule's CSV: replaces only a file whose every cell is an action
+// (`inputs`: what the run reads, never replaced).
+support::Destination scheduleDestination(const std::string& path, const SessionOptions& o,
+                                         const std::vector<std::string>& inputs);
 
 }  // namespace pipecut::runtime

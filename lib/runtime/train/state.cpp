@@ -1,4 +1,4 @@
-#include "runtime/train_state.h"
+#include "runtime/train/state.h"
 
 #include <set>
 

@@ -7,7 +7,7 @@
 
 #include "manifest/manifest.h"
 #include "runtime/distributed.h"
-#include "runtime/train_state.h"
+#include "runtime/train/state.h"
 #include "support/staging.h"
 
 namespace pipecut::runtime {

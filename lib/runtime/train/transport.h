@@ -16,7 +16,7 @@
 #include "runtime/comm.h"
 #include "runtime/comm_schedule.h"
 #include "runtime/exchange.h"
-#include "runtime/train_schedule.h"
+#include "runtime/train/schedule.h"
 
 namespace pipecut::runtime {
 
@@ -127,7 +127,7 @@ class CommTransport : public TrainTransport {
 // cross-rank messages that every rank derives alike: the order in which they
 // are sent when every action takes its nominal ticks (F 1, B 2, I 1, W 1) and
 // starts once the rank's previous action and the actions it depends on (as
-// runtime/train_schedule.h states them) have ended; ties by sending rank,
+// runtime/train/schedule.h states them) have ended; ties by sending rank,
 // then by the order the action sends in. Every message an action receives
 // was sent by an action that ended before it began, so it comes earlier in
 // this order than anything the action sends; a communication thread that

@@ -1,4 +1,4 @@
-#include "runtime/sampler.h"
+#include "runtime/generate/sampler.h"
 
 #include <algorithm>
 #include <cmath>

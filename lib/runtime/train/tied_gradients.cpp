@@ -1,4 +1,4 @@
-#include "runtime/tied_gradients.h"
+#include "runtime/train/tied_gradients.h"
 
 #include <ATen/ATen.h>
 

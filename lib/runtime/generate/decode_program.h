@@ -9,6 +9,9 @@
 #include <string>
 
 #include "manifest/manifest.h"
+#include <vector>
+
+#include <ATen/core/Tensor.h>
 
 namespace pipecut::runtime {
 
@@ -25,5 +28,13 @@ struct DecodeProgram {
 // that is not a decode step's (the inputs, the logits, no state); `option`
 // (--generate, --decode-step) says which option asked for one.
 DecodeProgram readDecodeProgram(const Manifest& m, const std::string& dir, const std::string& option);
+
+// One decode step's inputs for a program runtime/generate/decode_program.h accepts:
+// token ids [B, 1] drawn uniformly from the vocabulary with `seed`, cache
+// position [0]. With a static cache a step's work does not depend on the
+// position (attention reads every cache position, masked), so this is what
+// each generated token costs. Throws pipecut::Error (InvalidInput) naming
+// `dir` and the manifest part when the program is not a decode step.
+std::vector<at::Tensor> decodeStepInputs(const Manifest& m, const std::string& dir, uint64_t seed);
 
 }  // namespace pipecut::runtime

@@ -1,4 +1,4 @@
-#include "runtime/generation_plan.h"
+#include "runtime/generate/plan.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "runtime/step_channels.h"
+#include "runtime/generate/step_channels.h"
 
 #include <ATen/ATen.h>
 

@@ -1,7 +1,7 @@
 // The training engine: each worker (a thread in one process, a process over
-// c10d) runs its rank's action list from the plan (runtime/train_schedule.h),
+// c10d) runs its rank's action list from the plan (runtime/train/schedule.h),
 // moving activations forward and gradients back through a transport
-// (runtime/train_transport.h). A step ends with the tied-gradient sum and one
+// (runtime/train/transport.h). A step ends with the tied-gradient sum and one
 // optimizer step per stage.
 //
 // Per-stage backward: a stage's inputs from other stages are detached leaves
@@ -9,7 +9,7 @@
 // inputs' gradients are what the producers receive. The loss stage seeds its
 // backward with 1/M, so parameter gradients accumulate to the gradient of the
 // mean micro-batch loss, as eager training with (loss / M).backward() does.
-#include "runtime/train.h"
+#include "runtime/train/train.h"
 
 #include <algorithm>
 #include <atomic>
@@ -43,12 +43,13 @@
 #include "runtime/stage_program.h"
 #include "runtime/stage_weights.h"
 #include "runtime/stage_stats.h"
-#include "runtime/train_checkpoint.h"
-#include "runtime/tied_gradients.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/tied_gradients.h"
 #include "runtime/trace.h"
-#include "runtime/train_state.h"
-#include "runtime/train_transport.h"
-#include "runtime/weight_grad.h"
+#include "runtime/train/schedule.h"
+#include "runtime/train/state.h"
+#include "runtime/train/transport.h"
+#include "runtime/train/weight_grad.h"
 #include "support/digest.h"
 #include "support/error.h"
 #include "support/files.h"

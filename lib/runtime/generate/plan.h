@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/prompts.h"
+#include "runtime/generate/prompts.h"
 
 namespace pipecut::runtime {
 

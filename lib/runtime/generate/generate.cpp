@@ -1,4 +1,4 @@
-// The generation engine (runtime/generate.h).
+// The generation engine (runtime/generate/generate.h).
 //
 // Workers: in one process a thread per stage; across processes a rank, its
 // stages (a contiguous block) run in stage order on its one thread. The
@@ -18,7 +18,7 @@
 // others produce from what it has sent. So every pair's messages follow one
 // order on both sides, which is all an order-matched transport (NCCL,
 // gloo-strict) needs.
-#include "runtime/generate.h"
+#include "runtime/generate/generate.h"
 
 #include <algorithm>
 #include <atomic>
@@ -33,20 +33,20 @@
 #include "manifest/directory.h"
 #include "manifest/verify.h"
 #include "runtime/clock.h"
-#include "runtime/decode_program.h"
+#include "runtime/generate/decode_program.h"
 #include "runtime/exchange.h"
-#include "runtime/generation_plan.h"
+#include "runtime/generate/plan.h"
 #include "runtime/host_allocator.h"
 #include "runtime/inputs.h"
 #include "runtime/outputs.h"
 #include "runtime/placement.h"
-#include "runtime/prompts.h"
+#include "runtime/generate/prompts.h"
 #include "runtime/rank_session.h"
-#include "runtime/sampler.h"
+#include "runtime/generate/sampler.h"
 #include "runtime/stage_program.h"
 #include "runtime/stage_weights.h"
 #include "runtime/stage_stats.h"
-#include "runtime/step_channels.h"
+#include "runtime/generate/step_channels.h"
 #include "runtime/trace.h"
 #include "support/digest.h"
 #include "support/error.h"

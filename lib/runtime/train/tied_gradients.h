@@ -5,7 +5,7 @@
 // equal: eager PyTorch's one shared parameter (torch.distributed.pipelining
 // leaves such copies unsynchronised). Across processes the gradients go up
 // to the group's leader and the sum comes back down as the step's tied
-// messages (runtime/train_transport.h), through its transport like every
+// messages (runtime/train/transport.h), through its transport like every
 // other message.
 #include <functional>
 #include <map>
@@ -16,7 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "manifest/manifest.h"
-#include "runtime/train_transport.h"
+#include "runtime/train/transport.h"
 
 namespace pipecut::runtime {
 

@@ -3,7 +3,7 @@
 // pair of workers, one message per pair and step. A worker is a thread per
 // stage in one process, or a rank (its stages run in order on one thread)
 // across processes. Generation's workers never wait on a later message to
-// send an earlier one (see runtime/generate.cpp), so per-pair order is all
+// send an earlier one (see runtime/generate/generate.cpp), so per-pair order is all
 // they need: in one process an in-memory queue per pair; across processes
 // c10d's send and receive with one tag (matched by order, as under NCCL),
 // issued by the rank's one worker thread, as DistContext requires.

@@ -1,4 +1,4 @@
-#include "runtime/train_checkpoint.h"
+#include "runtime/train/checkpoint.h"
 
 #include <sys/stat.h>
 

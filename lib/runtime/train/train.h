@@ -1,7 +1,7 @@
 #pragma once
 // pipecut-run --train: trains a split whose program ends in its loss (the
 // single user output is a scalar), one optimizer per stage, micro-batched
-// under a training schedule (runtime/train_schedule.h), in one process or
+// under a training schedule (runtime/train/schedule.h), in one process or
 // across processes over c10d. Torch-free header.
 #include "runtime/options.h"
 #include "runtime/report.h"

@@ -1,7 +1,9 @@
-// The decode-step reading of a manifest (runtime/decode_program.h).
-#include "runtime/decode_program.h"
+// The decode-step reading of a manifest (runtime/generate/decode_program.h).
+#include "runtime/generate/decode_program.h"
 
 #include <algorithm>
+
+#include <ATen/ATen.h>
 
 #include "support/error.h"
 
@@ -49,6 +51,13 @@ DecodeProgram readDecodeProgram(const Manifest& m, const std::string& dir, const
       if (r.symbol == ids.shape[1].symbol && r.max) d.chunk = std::min<int64_t>(d.chunk, *r.max);
   }
   return d;
+}
+
+
+std::vector<at::Tensor> decodeStepInputs(const Manifest& m, const std::string& dir, uint64_t seed) {
+  DecodeProgram d = readDecodeProgram(m, dir, "--decode-step");
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  return {at::randint(0, d.vocab, {d.rows, 1}, gen, at::TensorOptions().dtype(at::kLong)), at::zeros({1}, at::kLong)};
 }
 
 }  // namespace pipecut::runtime
