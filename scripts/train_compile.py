@@ -356,6 +356,8 @@ def partition(j, policy):
     REFs of the values that pass between them."""
     import operator
 
+    import torch
+
     wanted = recompute_rule(policy)
 
     def recomputable(node):
@@ -386,7 +388,10 @@ def partition(j, policy):
     programs = {}
     if j.grad_inputs:
         ci, ni, si = plan(j.grad_input_nodes, set())
-        live_candidates = {n for n in ci if not is_cheap(n)}
+        # A multi-output node I computes (attention's backward: dq, dk, dv)
+        # hands W the parts W needs even where I reads only some.
+        ci |= {u for n in ci for u in n.users if u.target is operator.getitem}
+        live_candidates = {n for n in ci if not is_cheap(n) and isinstance(n.meta.get("val"), torch.Tensor)}
         cw, nw, sw = plan(grad_nodes, live_candidates)
         saved = by_pos(si | sw)
         live = by_pos(nw & live_candidates)

@@ -457,7 +457,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
     plans[st.index].source = &pt2Of(r.dir, st);
     plans[st.index].name = packageName(plans[st.index].source->path, r.device);
     for (const StageFile& f : st.files)
-      if (f.compiled && f.compiled->device == r.device) plans[st.index].previous = &f;
+      if (f.format == "aoti" && f.compiled->device == r.device) plans[st.index].previous = &f;
     if (compilesSupportedStages(m.supportTarget) && st.supported == false) plans[st.index].from = StagePlan::From::Skip;
   }
   support::parallelFor(plans.size(), 0, [&](size_t s) {
@@ -518,7 +518,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
     // Every listed file but the packages being replaced, as hard links.
     for (const Stage& st : m.stages)
       for (const StageFile& f : st.files)
-        if (!(f.compiled && f.compiled->device == r.device)) linkOrCopy(fs::path(r.dir) / f.path, tmp / f.path);
+        if (!(f.format == "aoti" && f.compiled->device == r.device)) linkOrCopy(fs::path(r.dir) / f.path, tmp / f.path);
     for (const StagePlan& p : plans)
       if (p.from == StagePlan::From::Keep) linkOrCopy(fs::path(r.dir) / p.name, tmp / p.name);
       else if (p.from == StagePlan::From::Cache) linkOrCopy(cache.dir / (p.key + ".pt2"), tmp / p.name);
@@ -608,7 +608,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
         return;
       }
       Stage& st = out.stages[s];
-      std::erase_if(st.files, [&](const StageFile& f) { return f.compiled && f.compiled->device == r.device; });
+      std::erase_if(st.files, [&](const StageFile& f) { return f.format == "aoti" && f.compiled->device == r.device; });
       StageFile f;
       f.path = p.name;
       f.format = "aoti";

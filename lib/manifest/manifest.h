@@ -62,6 +62,11 @@ struct CompiledPackage {
   // manifests. pipecut-run loads a package that takes its weights from the
   // .pt2 only beside a file with this identity, --no-verify or not.
   std::string sourceDirectorySha256;
+  // Format "aoti-train" (pipecut compile --train): "F", "I", "W" or "B"
+  // (proto CompiledPackage.program), and the recompute policy; both empty
+  // for an inference package.
+  std::string program;
+  std::string recompute;
 };
 
 // Whether Inductor `options` (CompiledPackage::options) leave the weights out
@@ -74,7 +79,7 @@ bool weightsLeftOut(const std::string& options);
 
 struct StageFile {
   std::string path;          // relative to the manifest's directory
-  std::string format;        // "torchscript", "pt2" or "aoti"
+  std::string format;        // "torchscript", "pt2", "aoti" or "aoti-train" (a training program)
   std::string sha256;        // lowercase hex; empty unless split --sha256 (then both are set)
   uint64_t bytes = 0;
   // A .pt2 written by `split --inline-grad-regions`, for NativeRT: its
@@ -85,7 +90,7 @@ struct StageFile {
   // recorded it (those have sha256 only). What pipecut verify and
   // pipecut-run check by default: support/digest.h says why both are there.
   std::string xxh3_128;
-  std::optional<CompiledPackage> compiled;  // format "aoti" only
+  std::optional<CompiledPackage> compiled;  // formats "aoti" and "aoti-train" only
 };
 
 // A format a stage lacks because that format cannot express it; the split

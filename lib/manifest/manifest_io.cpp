@@ -96,6 +96,8 @@ void toProto(const Stage& s, pb::Stage* out) {
       c->set_options(f.compiled->options);
       c->set_key(f.compiled->key);
       c->set_source_directory_sha256(f.compiled->sourceDirectorySha256);
+      c->set_program(f.compiled->program);
+      c->set_recompute(f.compiled->recompute);
     }
   }
   for (const StageInput& in : s.inputs) {
@@ -314,7 +316,7 @@ Stage fromProto(const pb::Stage& s, const std::string& path) {
       const pb::CompiledPackage& c = f.compiled();
       out.files.back().compiled =
           CompiledPackage{c.device(),  c.torch_version(), c.source(), c.source_xxh3_128(),
-                          c.options(), c.key(),           c.source_directory_sha256()};
+                          c.options(), c.key(),           c.source_directory_sha256(), c.program(), c.recompute()};
     }
   }
   for (int i = 0; i < s.inputs_size(); ++i) {
@@ -489,15 +491,22 @@ void checkFile(const StageFile& f, const std::string& path) {
   if (f.path.empty() || f.path == "." || f.path == ".." || f.path.find('/') != std::string::npos ||
       f.path.find('\0') != std::string::npos || f.path == "manifest.json" || f.path == "manifest.pb")
     invalidInput(path + ".path", "'" + f.path + "' is not a stage file name");
-  if (f.format != "torchscript" && f.format != "pt2" && f.format != "aoti")
-    invalidInput(path + ".format", "unknown format '" + f.format + "' (torchscript, pt2, aoti)");
+  if (f.format != "torchscript" && f.format != "pt2" && f.format != "aoti" && f.format != "aoti-train")
+    invalidInput(path + ".format", "unknown format '" + f.format + "' (torchscript, pt2, aoti, aoti-train)");
   auto hex = [](const std::string& s, size_t digits) {
     bool ok = s.size() == digits;
     for (char c : s) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     return ok;
   };
-  if ((f.format == "aoti") != f.compiled.has_value())
-    invalidInput(path + ".compiled", f.compiled ? "is for format aoti only" : "missing: an aoti package records what it was compiled from");
+  const bool train = f.format == "aoti-train";
+  if ((f.format == "aoti" || train) != f.compiled.has_value())
+    invalidInput(path + ".compiled", f.compiled ? "is for formats aoti and aoti-train only"
+                                                : "missing: an " + f.format + " package records what it was compiled from");
+  if (f.compiled && train && f.compiled->program != "F" && f.compiled->program != "I" && f.compiled->program != "W" &&
+      f.compiled->program != "B")
+    invalidInput(path + ".compiled.program", "'" + f.compiled->program + "': a training program is F, I, W or B");
+  if (f.compiled && !train && !f.compiled->program.empty())
+    invalidInput(path + ".compiled.program", "is for format aoti-train only");
   if (f.compiled) {
     const CompiledPackage& c = *f.compiled;
     if (c.device != "cpu" && c.device != "cuda") invalidInput(path + ".compiled.device", "unknown device '" + c.device + "' (cpu, cuda)");
@@ -574,8 +583,10 @@ void checkReferences(const Manifest& m) {
         if (!fromPt2)
           invalidInput(indexed(at, "files", k) + ".compiled.source", "'" + c->source + "' is not a .pt2 file of this stage");
         for (size_t j = 0; j < k; ++j)
-          if (stage.files[j].compiled && stage.files[j].compiled->device == c->device)
-            invalidInput(indexed(at, "files", k) + ".compiled.device", "a second package for " + c->device);
+          if (stage.files[j].compiled && stage.files[j].compiled->device == c->device &&
+              stage.files[j].compiled->program == c->program)
+            invalidInput(indexed(at, "files", k) + ".compiled.device",
+                         "a second package for " + c->device + (c->program.empty() ? "" : " (program " + c->program + ")"));
       }
     }
     for (size_t i = 0; i < stage.inputs.size(); ++i) {

@@ -16,6 +16,9 @@ struct StageStats {
   std::string format;   // what ran it: torchscript, pt2 or aoti (--stage-format auto resolved)
   double busyMs = 0;
   double busyFraction = 0;
+  // Training with compiled programs: the most bytes of activations held for
+  // one micro-batch between its F and its I/W; -1 where not known.
+  int64_t savedActivationBytes = -1;
 };
 
 // How idle a device was: 1 - busy / wall, on the rank's own wall clock. A

@@ -37,7 +37,7 @@ StageFormat resolveStageFormat(const Stage& st, StageFormat f, c10::Device devic
   const std::string kind = device.is_cuda() ? "cuda" : "cpu";
   bool torchscript = false, pt2 = false;
   for (const auto& file : st.files) {
-    if (file.compiled && file.compiled->device == kind) return StageFormat::Aoti;
+    if (file.format == "aoti" && file.compiled->device == kind) return StageFormat::Aoti;
     torchscript |= file.format == "torchscript";
     pt2 |= file.format == "pt2";
   }
@@ -60,7 +60,7 @@ const StageFile& stageFileOf(const Stage& st, StageFormat f, c10::Device device)
     const std::string kind = device.is_cuda() ? "cuda" : "cpu";
     std::string others;
     for (const auto& file : st.files)
-      if (file.compiled) {
+      if (file.format == "aoti") {
         if (file.compiled->device == kind) return file;
         others += (others.empty() ? "" : ", ") + file.compiled->device;
       }

@@ -19,10 +19,12 @@ class DistContext;
 // busy milliseconds. Across processes (`dist` set) every rank publishes its
 // stages' under `key` in the store and rank 0 reads all of them (the others
 // report their own stages only, the rest as 0). `stageRank` and `devices`:
-// per stage, as reported.
+// per stage, as reported. `localSaved`: this rank's stages'
+// savedActivationBytes where known (training), gathered the same way.
 std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std::string& key,
                                          const std::map<uint32_t, double>& localBusy, const std::vector<int>& stageRank,
-                                         const std::vector<c10::Device>& devices, double wallMs);
+                                         const std::vector<c10::Device>& devices, double wallMs,
+                                         const std::map<uint32_t, int64_t>& localSaved = {});
 
 // 1 - (sum of busy) / (lanes * wall): the share of `lanes` (stages, or
 // workers) that sat idle.

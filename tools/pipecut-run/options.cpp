@@ -206,7 +206,6 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   // autograd, which runs .pt stages.
   inputs->excludes(train);
   pipeline->excludes(train);
-  train->excludes(stageFormatOpt);
   train->excludes(cpuMatmulOpt);
   train->excludes(seedOpt);
   train->excludes(outputOpt);
@@ -297,6 +296,10 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       auto kind = runtime::parseTrainSchedule(app.get_option("--schedule")->count() ? schedule : "1f1b");
       if (!kind) throw CLI::ValidationError("--schedule", "expected gpipe, 1f1b, interleaved-1f1b or zb1p");
       t.schedule = *kind;
+      // Training runs a stage through autograd over its TorchScript module,
+      // or through pipecut compile --train's programs.
+      if (s.stageFormat != runtime::StageFormat::TorchScript && s.stageFormat != runtime::StageFormat::Aoti)
+        throw CLI::ValidationError("--stage-format", "--train runs torchscript (autograd) or aoti (pipecut compile --train's programs)");
       if (t.dataPath.empty()) throw CLI::ValidationError("--data", "--train needs --data FILE.safetensors");
       if (!betas.empty()) {
         auto comma = betas.find(',');

@@ -30,9 +30,12 @@ std::string trainReportJson(const TrainReport& r) {
   j["stage_stats"] = nlohmann::json::array();
   for (size_t i = 0; i < r.stageStats.size(); ++i) {
     const auto& s = r.stageStats[i];
-    j["stage_stats"].push_back({{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"busy_ms", s.busyMs},
-                                {"busy_fraction", s.busyFraction},
-                                {"peak_activations", i < r.peakActivations.size() ? r.peakActivations[i] : 0}});
+    nlohmann::json row = {{"stage", s.stage}, {"rank", s.rank}, {"device", s.device}, {"busy_ms", s.busyMs},
+                          {"busy_fraction", s.busyFraction},
+                          {"peak_activations", i < r.peakActivations.size() ? r.peakActivations[i] : 0}};
+    if (!s.format.empty()) row["format"] = s.format;
+    if (s.savedActivationBytes >= 0) row["saved_activation_bytes"] = s.savedActivationBytes;
+    j["stage_stats"].push_back(std::move(row));
   }
   j["plan"] = r.plan;
   if (!r.checkpoint.empty()) j["checkpoint"] = r.checkpoint;

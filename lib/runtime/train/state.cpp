@@ -16,18 +16,30 @@ std::string stateKey(const std::string& fqn, const char* name) { return "optimiz
 
 TrainableStage trainableStage(const torch::jit::Module& module, const std::vector<std::string>& persistentBuffers,
                               const OptimizerOptions& o) {
-  TrainableStage st;
+  std::vector<std::string> paramNames, bufferNames;
+  std::vector<at::Tensor> params, buffers;
   for (const auto& p : module.named_parameters(/*recurse=*/true))
     if (p.value.requires_grad()) {
-      st.paramNames.push_back(p.name);
-      st.params.push_back(p.value);
+      paramNames.push_back(p.name);
+      params.push_back(p.value);
     }
   std::set<std::string> persistent(persistentBuffers.begin(), persistentBuffers.end());
   for (const auto& b : module.named_buffers(/*recurse=*/true))
     if (persistent.count(b.name)) {
-      st.bufferNames.push_back(b.name);
-      st.buffers.push_back(b.value);
+      bufferNames.push_back(b.name);
+      buffers.push_back(b.value);
     }
+  return trainableStage(std::move(paramNames), std::move(params), std::move(bufferNames), std::move(buffers), o);
+}
+
+TrainableStage trainableStage(std::vector<std::string> paramNames, std::vector<at::Tensor> params,
+                              std::vector<std::string> bufferNames, std::vector<at::Tensor> buffers,
+                              const OptimizerOptions& o) {
+  TrainableStage st;
+  st.paramNames = std::move(paramNames);
+  st.params = std::move(params);
+  st.bufferNames = std::move(bufferNames);
+  st.buffers = std::move(buffers);
   if (st.params.empty()) return st;
   if (o.name == "sgd") {
     st.optimizer = std::make_unique<torch::optim::SGD>(

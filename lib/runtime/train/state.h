@@ -28,6 +28,12 @@ struct TrainableStage {
 TrainableStage trainableStage(const torch::jit::Module& module, const std::vector<std::string>& persistentBuffers,
                               const OptimizerOptions& o);
 
+// The same from tensors already loaded (a compiled stage's, from its .pt2):
+// `params` are the optimizer's to update.
+TrainableStage trainableStage(std::vector<std::string> paramNames, std::vector<at::Tensor> params,
+                              std::vector<std::string> bufferNames, std::vector<at::Tensor> buffers,
+                              const OptimizerOptions& o);
+
 // Checkpoint tensors: parameters and buffers at their FQNs, then the
 // optimizer's state of each parameter at "optimizer/<fqn>/<name>".
 std::vector<std::pair<std::string, at::Tensor>> checkpointTensors(const TrainableStage& st, const OptimizerOptions& o);

@@ -4,11 +4,13 @@
 // (runtime/train/transport.h). A step ends with the tied-gradient sum and one
 // optimizer step per stage.
 //
-// Per-stage backward: a stage's inputs from other stages are detached leaves
-// that require gradients, so backward stops at the stage boundary and the
-// inputs' gradients are what the producers receive. The loss stage seeds its
-// backward with 1/M, so parameter gradients accumulate to the gradient of the
-// mean micro-batch loss, as eager training with (loss / M).backward() does.
+// A stage's arithmetic is its StageCompute's (runtime/train/stage_compute.h):
+// autograd over its TorchScript module, or pipecut compile --train's
+// programs (--stage-format aoti). The backward stops at the stage boundary;
+// the inputs' gradients are what the producers receive. The loss stage
+// seeds its backward with 1/M, so parameter gradients accumulate to the
+// gradient of the mean micro-batch loss, as eager training with
+// (loss / M).backward() does.
 #include "runtime/train/train.h"
 
 #include <algorithm>
@@ -21,7 +23,6 @@
 
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
@@ -49,7 +50,8 @@
 #include "runtime/train/schedule.h"
 #include "runtime/train/state.h"
 #include "runtime/train/transport.h"
-#include "runtime/train/weight_grad.h"
+#include "runtime/train/compiled_stage.h"
+#include "runtime/train/stage_compute.h"
 #include "support/digest.h"
 #include "support/error.h"
 #include "support/files.h"
@@ -63,17 +65,10 @@ namespace {
 // One stage as a worker trains it.
 struct StageState {
   const Stage* info = nullptr;
-  StageProgram program;  // its TorchScript module
+  StageProgram program;  // its TorchScript module (autograd); empty for compiled programs
   c10::Device device{c10::kCPU};
   TrainableStage train;
-  // Per micro-batch between its forward and its (weight) backward: the
-  // stage's inputs (leaves), outputs, and the gradients of the outputs once
-  // known (kept from I for W).
-  struct Live {
-    std::vector<at::Tensor> inputs, outputs, outGrads, gradOutputs;
-    std::shared_ptr<WeightGradCapture> weights;  // zb1p: set by I, used by W
-  };
-  std::map<uint32_t, Live> live;
+  std::unique_ptr<StageCompute> compute;  // over `program` or the stage's training packages, updating `train`
   double busyMs = 0;
 };
 
@@ -203,9 +198,13 @@ class Trainer {
   // an uninterrupted one (later calls) does. The plain interpreter records
   // the program's own ATen ops: gradients are eager PyTorch's, op for op.
   void loadStages() {
+    const bool compiled = o_.session.stageFormat == StageFormat::Aoti;
     if (o_.session.verifyHashes) {
       StageFileCheck check;
-      check.select = [&](const Stage& st, const StageFile& f) { return isLocalStage(st.index) && f.format == "torchscript"; };
+      check.select = [&](const Stage& st, const StageFile& f) {
+        if (!isLocalStage(st.index)) return false;
+        return compiled ? compiledStageReads(st, f, devices_[st.index].is_cuda() ? "cuda" : "cpu") : f.format == "torchscript";
+      };
       check.sha256 = !o_.session.expectManifestSha256.empty();  // a pin holds by SHA-256
       verifyStageFiles(o_.session.dir, m_, check);
     }
@@ -218,19 +217,25 @@ class Trainer {
     // (autograd) with ATen's linear: oneDNN's has no backward (runtime/linear_kernels.h).
     // Bound weights are the optimizer's to update: copies of their own.
     const StageWeights weights(m_, o_.session.dir, o_.session.weights, /*copies=*/true);
-    std::vector<StageProgram> programs =
-        StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where, CpuMatmul::Blas, &weights);
+    std::vector<StageProgram> programs;
+    if (!compiled)
+      programs = StageProgram::loadAll(o_.session.dir, mine, StageFormat::TorchScript, where, CpuMatmul::Blas, &weights);
     for (size_t i = 0; i < mine.size(); ++i) {
       const Stage& info = *mine[i];
       const uint32_t s = info.index;
       auto st = std::make_unique<StageState>();
       st->info = &info;
       st->device = where[i];
-      st->program = std::move(programs[i]);
-      std::vector<std::string> persistent;
-      for (const auto& p : info.parameters)
-        if (p.kind == "buffer") persistent.push_back(p.name);
-      st->train = trainableStage(*st->program.module(), persistent, o_.optimizer);
+      if (compiled) {
+        st->compute = compiledStage(o_.session.dir, info, where[i], weights, o_.optimizer, st->train);
+      } else {
+        st->program = std::move(programs[i]);
+        std::vector<std::string> persistent;
+        for (const auto& p : info.parameters)
+          if (p.kind == "buffer") persistent.push_back(p.name);
+        st->train = trainableStage(*st->program.module(), persistent, o_.optimizer);
+        st->compute = autogradStage(st->program, st->train);
+      }
       stages_[s] = std::move(st);
     }
     tied_ = std::make_unique<TiedGradients>(m_, plan_.stageRank, rank_, world_ > 1,
@@ -466,31 +471,31 @@ class Trainer {
 
   void forward(StageState& st, uint32_t mb, Span& span) {
     const Stage& info = *st.info;
-    StageState::Live live;
-    std::vector<c10::IValue> args;
+    std::vector<at::Tensor> inputs;
+    std::vector<bool> needsGrad;
     for (uint32_t k = 0; k < info.inputs.size(); ++k) {
       const StageInput& in = info.inputs[k];
       at::Tensor t;
+      bool grad = false;
       if (in.source.kind == ValueSource::Kind::UserInput) {
         t = chunks_[mb].at(in.source.userInput).to(st.device);
       } else {
         const TrainEdge& e = edgeInto(info.index, k);
         t = transportTo(workerOf(e.producer)).recv({TrainMessage::Kind::Activation, e.id, mb}, workerOf(e.producer));
-        t = t.to(st.device).detach();
-        if (e.carriesGradient) t.requires_grad_(true);
+        t = t.to(st.device);
+        grad = e.carriesGradient;
       }
-      live.inputs.push_back(t);
-      args.emplace_back(t);
+      inputs.push_back(std::move(t));
+      needsGrad.push_back(grad);
     }
     span.begin = Clock::now();
-    std::vector<c10::IValue> results = st.program.forward(std::move(args));
+    std::vector<at::Tensor> results = st.compute->forward(mb, std::move(inputs), needsGrad);
     span.end = Clock::now();
     if (results.size() != info.outputs.size())
       internalError("stage " + std::to_string(info.index), "returned " + std::to_string(results.size()) +
                                                                " values, the manifest lists " + std::to_string(info.outputs.size()));
     for (uint32_t o = 0; o < results.size(); ++o) {
-      at::Tensor t = results[o].toTensor();
-      live.outputs.push_back(t);
+      const at::Tensor& t = results[o];
       for (const auto& c : info.outputs[o].consumers) {
         if (c.kind == Consumer::Kind::UserOutput) {
           lossMb_[mb] = t.detach().to(at::kCPU).item<double>();
@@ -500,86 +505,54 @@ class Trainer {
         transportTo(workerOf(c.stage)).send({TrainMessage::Kind::Activation, e.id, mb}, workerOf(c.stage), t.detach());
       }
     }
-    st.live[mb] = std::move(live);
   }
 
   // inputGrads: compute and send the inputs' gradients (B, I); weightGrads:
   // accumulate the parameters' (B, W). B does both in one backward pass.
   void backward(StageState& st, uint32_t mb, bool inputGrads, bool weightGrads, Span& span) {
     const Stage& info = *st.info;
-    StageState::Live& live = st.live.at(mb);
-    if (inputGrads) {
-      // Gradients of the outputs: 1/M for the loss, the sum of what the
-      // consumers send (in consumer order) for the rest. Every gradient
-      // message is taken, even for an output that does not need it.
-      for (uint32_t o = 0; o < info.outputs.size(); ++o) {
-        const at::Tensor& out = live.outputs[o];
-        at::Tensor grad;
-        for (const auto& c : info.outputs[o].consumers) {
-          at::Tensor g;
-          if (c.kind == Consumer::Kind::UserOutput) {
-            g = at::full_like(out, 1.0 / M_);
-          } else {
-            const TrainEdge& e = edgeInto(c.stage, c.input);
-            if (!e.carriesGradient) continue;
-            g = transportTo(workerOf(c.stage)).recv({TrainMessage::Kind::Gradient, e.id, mb}, workerOf(c.stage)).to(st.device);
-          }
-          grad = grad.defined() ? grad + g : g;
-        }
-        if (out.requires_grad() && grad.defined()) {
-          live.outGrads.push_back(out);
-          live.gradOutputs.push_back(grad);
-        }
-      }
+    if (!inputGrads) {
+      span.begin = Clock::now();
+      st.compute->weights(mb);
+      span.end = Clock::now();
+      return;
     }
-    std::vector<at::Tensor> inputs;
-    std::vector<uint32_t> inputIndex;
-    for (uint32_t k = 0; k < info.inputs.size(); ++k)
-      if (live.inputs[k].requires_grad()) {
-        inputs.push_back(live.inputs[k]);
-        inputIndex.push_back(k);
+    // Gradients of the outputs: 1/M for the loss, the sum of what the
+    // consumers send (in consumer order) for the rest. Every gradient
+    // message is taken, even for an output that does not need it.
+    std::vector<at::Tensor> outGrads(info.outputs.size());
+    for (uint32_t o = 0; o < info.outputs.size(); ++o) {
+      at::Tensor grad;
+      for (const auto& c : info.outputs[o].consumers) {
+        at::Tensor g;
+        if (c.kind == Consumer::Kind::UserOutput) {
+          g = at::full({}, 1.0 / M_, at::TensorOptions().dtype(dtypeOfOutput(info, o)).device(st.device));
+        } else {
+          const TrainEdge& e = edgeInto(c.stage, c.input);
+          if (!e.carriesGradient) continue;
+          g = transportTo(workerOf(c.stage)).recv({TrainMessage::Kind::Gradient, e.id, mb}, workerOf(c.stage)).to(st.device);
+        }
+        grad = grad.defined() ? grad + g : g;
       }
-    std::vector<at::Tensor> inGrads(info.inputs.size());
+      if (grad.defined() && st.compute->takesGradient(mb, o)) outGrads[o] = grad;
+    }
     span.begin = Clock::now();
-    if (!live.outGrads.empty()) {
-      if (inputGrads && weightGrads) {
-        torch::autograd::backward(live.outGrads, live.gradOutputs);
-        for (size_t i = 0; i < inputs.size(); ++i) inGrads[inputIndex[i]] = inputs[i].grad();
-      } else if (inputGrads) {
-        live.weights = std::make_shared<WeightGradCapture>(live.outGrads, live.gradOutputs, inputs, st.train.params);
-        if (!inputs.empty()) {
-          auto g = torch::autograd::grad(live.outGrads, inputs, live.gradOutputs, /*retain_graph=*/true,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
-          for (size_t i = 0; i < inputs.size(); ++i) inGrads[inputIndex[i]] = g[i];
-        }
-      } else {
-        const auto& params = st.train.params;
-        if (!params.empty() && live.weights) {
-          std::vector<at::Tensor> g = live.weights->weightGrads();
-          at::NoGradGuard noGrad;
-          for (size_t i = 0; i < params.size(); ++i) {
-            if (!g[i].defined()) continue;
-            // A fresh tensor, as AccumulateGrad would make: autograd may
-            // return a view (a transposed weight's gradient), and views
-            // cannot be detached in place by zero_grad.
-            at::Tensor& acc = params[i].mutable_grad();
-            if (acc.defined()) acc.add_(g[i]);
-            else acc = g[i].clone();
-          }
-        }
-      }
-    }
+    std::vector<at::Tensor> inGrads = st.compute->backward(mb, std::move(outGrads), weightGrads);
     span.end = Clock::now();
-    if (inputGrads)
-      for (uint32_t k = 0; k < info.inputs.size(); ++k) {
-        const StageInput& in = info.inputs[k];
-        if (in.source.kind != ValueSource::Kind::StageOutput) continue;
-        const TrainEdge& e = edgeInto(info.index, k);
-        if (!e.carriesGradient) continue;
-        at::Tensor g = inGrads[k].defined() ? inGrads[k] : at::zeros_like(live.inputs[k]);
-        transportTo(workerOf(e.producer)).send({TrainMessage::Kind::Gradient, e.id, mb}, workerOf(e.producer), g.detach());
-      }
-    if (weightGrads) st.live.erase(mb);
+    for (uint32_t k = 0; k < info.inputs.size(); ++k) {
+      const StageInput& in = info.inputs[k];
+      if (in.source.kind != ValueSource::Kind::StageOutput) continue;
+      const TrainEdge& e = edgeInto(info.index, k);
+      if (!e.carriesGradient) continue;
+      if (!inGrads[k].defined()) internalError("stage " + std::to_string(info.index), "no gradient for input " + std::to_string(k));
+      transportTo(workerOf(e.producer)).send({TrainMessage::Kind::Gradient, e.id, mb}, workerOf(e.producer), inGrads[k].detach());
+    }
+  }
+
+  // The loss is the program's one output, scalar and floating (checkProgram).
+  at::ScalarType dtypeOfOutput(const Stage& info, uint32_t o) const {
+    auto t = emit::scalarTypeFromTorchName(info.outputs[o].tensor.dtype);
+    return t ? *t : at::kFloat;
   }
 
   void indexEdges() {
@@ -672,7 +645,11 @@ class Trainer {
     // In one process the plan's workers are threads of rank 0.
     std::vector<int> stageRank = plan_.stageRank;
     if (world_ == 1) stageRank.assign(P_, 0);
-    r.stageStats = gatherStageStats(dist_, rank_, "train/busy", busy, stageRank, devices_, r.wallMs);
+    std::map<uint32_t, int64_t> saved;
+    for (const auto& [s, st] : stages_)
+      if (st->compute->savedActivationBytes() >= 0) saved[s] = st->compute->savedActivationBytes();
+    r.stageStats = gatherStageStats(dist_, rank_, "train/busy", busy, stageRank, devices_, r.wallMs, saved);
+    for (auto& ss : r.stageStats) ss.format = o_.session.stageFormat == StageFormat::Aoti ? "aoti" : "torchscript";
     // Idle share of the workers (a worker runs its stages one at a time).
     r.bubbleMeasured = measuredBubble(r.stageStats, plan_.perRank.size(), r.wallMs);
     if (!o_.session.tracePath.empty()) {
