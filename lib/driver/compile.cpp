@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver/aoti_compile_script.h"
+#include "driver/compile_support.h"
 #include "driver/support_targets.h"
 #include "emit/libtorch_version.h"
 #include "ir/clone.h"
@@ -46,102 +47,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-bool executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
-
-// The interpreter and where it came from, for messages.
-struct Python {
-  std::string path, from;
-  std::string torchVersion;
-  bool cuda = false;
-};
-
-Python findPython(const CompileRequest& r) {
-  if (!r.python.empty()) return {r.python, "--python"};
-  if (std::string p = env("PIPECUT_PYTHON"); !p.empty()) return {p, "$PIPECUT_PYTHON"};
-  const std::string venv = !env("PIPECUT_VENV").empty()
-                               ? env("PIPECUT_VENV")
-                               : env("HOME") + "/.cache/pipecut/venv-torch-" + emit::libtorchVersion();
-  if (executable(venv + "/bin/python")) return {venv + "/bin/python", "the setup venv"};
-  throw Error(ErrorKind::InvalidInput, "", "--python",
-              "compiling needs Python with torch " + emit::libtorchVersion() +
-                  " (AOTInductor compiles there): none given (--python, $PIPECUT_PYTHON) and no setup venv at " + venv +
-                  " (bash scripts/setup.sh makes one)");
-}
-
-// The script's last line: its answer (JSON), or "error: ...".
-std::string lastLine(const std::string& out) {
-  size_t end = out.find_last_not_of("\r\n");
-  if (end == std::string::npos) return "";
-  size_t start = out.find_last_of('\n', end);
-  return out.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
-}
-
-support::ProcessResult runScript(const Python& py, const Json& request, const std::vector<std::pair<std::string, std::string>>& environment = {}) {
-  support::ProcessRequest p;
-  p.argv = {py.path, "-", request.dump()};
-  p.input = kAotiCompileScript;
-  p.environment = environment;
-  p.environment.emplace_back("PYTHONUNBUFFERED", "1");
-  try {
-    return support::runProcess(p);
-  } catch (const Error& e) {
-    throw Error(ErrorKind::InvalidInput, py.path, py.from, e.message());
-  }
-}
-
-void probe(Python& py, const std::string& device) {
-  support::ProcessResult res = runScript(py, {{"mode", "probe"}});
-  const std::string last = lastLine(res.output);
-  Json answer;
-  try {
-    answer = Json::parse(last);
-  } catch (const Json::exception&) {
-  }
-  if (res.exitCode != 0 || !answer.is_object() || !answer.contains("torch") || !answer["torch"].is_string())
-    throw Error(ErrorKind::InvalidInput, py.path, py.from,
-                "is not a Python with torch (" + (last.rfind("error: ", 0) == 0 ? last.substr(7) : "exit " + std::to_string(res.exitCode)) +
-                    "); pipecut compile needs torch " + emit::libtorchVersion());
-  py.torchVersion = answer["torch"].get<std::string>();
-  py.cuda = answer.value("cuda", false);
-  if (emit::publicVersion(py.torchVersion) != emit::libtorchVersion())
-    throw Error(ErrorKind::InvalidInput, py.path, py.from,
-                "has torch " + py.torchVersion + ", pipecut links LibTorch " + emit::libtorchVersion() +
-                    ": a package runs only under the torch that compiled it; give --python a Python with torch " +
-                    emit::libtorchVersion());
-  if (device == "cuda" && !py.cuda)
-    throw Error(ErrorKind::Environment, py.path, "--device cuda",
-                "its torch sees no CUDA device (torch.cuda.is_available() is False); a cuda package is compiled and "
-                "tuned on the GPU it will run on");
-}
-
-// An example input of the stage's: each symbolic size at one value inside
-// its exported range (8 where the range allows: not 0 or 1, which torch
-// would specialize on, and small enough to trace quickly).
-Json exampleInputs(const Manifest& m, const Stage& st) {
-  auto valueOf = [&](const std::string& symbol) {
-    for (const SymbolRange& r : m.symbols)
-      if (r.symbol == symbol) {
-        int64_t v = std::max<int64_t>(r.min, 8);
-        return r.max ? std::min(v, *r.max) : v;
-      }
-    return int64_t{8};
-  };
-  Json inputs = Json::array();
-  for (const StageInput& in : st.inputs) {
-    Json shape = Json::array(), dims = Json::array();
-    for (const DimSpec& d : in.tensor.shape) {
-      shape.push_back(d.symbol.empty() ? d.size : valueOf(d.symbol));
-      dims.push_back(d.symbol.empty() ? Json() : Json(d.symbol));
-    }
-    inputs.push_back({{"dtype", in.tensor.dtype}, {"shape", shape}, {"dims", dims}});
-  }
-  return inputs;
-}
+using namespace compiling;
 
 // The exported ranges of the symbols the stage's inputs use: a stage with
 // state is exported again (scripts/aoti_compile.py), with these.
@@ -160,74 +66,11 @@ Json stateOf(const Stage& st) {
   return out;
 }
 
-const StageFile& pt2Of(const std::string& dir, const Stage& st) {
-  for (const StageFile& f : st.files)
-    if (f.format == "pt2") return f;
-  std::string why = "has no .pt2 file to compile; split with --format pt2 (or both)";
-  for (const MissingFile& mf : st.missing)
-    if (mf.format == "pt2") why = "has no .pt2 file, the format cannot express it (" + mf.reason + ")";
-  throw Error(ErrorKind::InvalidInput, dir, "stage " + std::to_string(st.index), why);
-}
-
 // "stage_000.pt2" -> "stage_000.aoti-cpu.pt2".
 std::string packageName(const std::string& pt2, const std::string& device) {
   std::string stem = pt2.size() > 4 && pt2.ends_with(".pt2") ? pt2.substr(0, pt2.size() - 4) : pt2;
   return stem + ".aoti-" + device + ".pt2";
 }
-
-// Links `from` at `to` (same file system), else copies it.
-void linkOrCopy(const fs::path& from, const fs::path& to) {
-  if (::link(from.c_str(), to.c_str()) == 0) return;
-  std::error_code ec;
-  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  if (ec) throwOsError(to.string(), "copy " + from.string() + " to", ec.value());
-}
-
-bool fileMatches(const fs::path& path, uint64_t bytes, const std::string& xxh3) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) != bytes || ec) return false;
-  try {
-    return digestFile(Digest::Xxh3_128, path.string()) == xxh3;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-// The cache: <key>.pt2 and <key>.json ({bytes, xxh3_128, torch_version,
-// compile_seconds}); an entry is used only when the package matches its record.
-struct Cache {
-  fs::path dir;
-  bool enabled = false;
-
-  std::optional<Json> find(const std::string& key) const {
-    if (!enabled) return std::nullopt;
-    try {
-      Json rec = Json::parse(support::readFile((dir / (key + ".json")).string()));
-      if (fileMatches(dir / (key + ".pt2"), rec.at("bytes").get<uint64_t>(), rec.at("xxh3_128").get<std::string>()))
-        return rec;
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
-  }
-
-  // Best effort: a full or read-only cache costs the next run a compile, not this one its result.
-  void put(const std::string& key, const fs::path& package, const Json& rec) const {
-    if (!enabled) return;
-    const std::string tmp = ".tmp." + std::to_string(::getpid());
-    std::error_code ec;
-    try {
-      fs::create_directories(dir, ec);
-      linkOrCopy(package, dir / (key + ".pt2" + tmp));
-      fs::rename(dir / (key + ".pt2" + tmp), dir / (key + ".pt2"));
-      std::ofstream(dir / (key + ".json" + tmp)) << rec.dump() << "\n";
-      fs::rename(dir / (key + ".json" + tmp), dir / (key + ".json"));
-    } catch (const std::exception& e) {
-      fs::remove(dir / (key + ".pt2" + tmp), ec);
-      fs::remove(dir / (key + ".json" + tmp), ec);
-      std::cerr << "pipecut: warning: cannot add to the compile cache " << dir.string() << ": " << e.what() << "\n";
-    }
-  }
-};
 
 // What one stage needs.
 struct StagePlan {
@@ -241,91 +84,12 @@ struct StagePlan {
   Json cached;  // From::Cache: the cache's record
 };
 
-unsigned defaultJobs(const std::vector<const StagePlan*>& compiles, bool weightsInside) {
-  std::vector<uint64_t> bytes;
-  for (const StagePlan* p : compiles) bytes.push_back(p->stage->parameterBytes);
-  uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    uint64_t kb = 0;
-    meminfo >> kb;
-    if (key == "MemAvailable:") available = kb * 1024;
-    meminfo.ignore(64, '\n');
-  }
-  return defaultCompileJobs(bytes, weightsInside, available, std::thread::hardware_concurrency());
-}
-
-const ir::Node* findMap(const ir::Graph& g) {
-  for (const auto& n : g.nodes) {
-    if (n->target == passes::kMapTarget) return n.get();
-    for (const auto& in : n->inputs)
-      if (const ir::Graph* body = in.arg.body())
-        if (const ir::Node* m = findMap(*body)) return m;
-  }
-  return nullptr;
-}
-
-// A directory of this process's, removed with everything in it.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() = default;
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-};
-
-// The .pt2 Inductor is given for a stage. AOTInductor in torch 2.11 cannot
-// compile `map`: Inductor lowers it to a while_loop whose C++ wrapper code
-// fails an assertion (codegen_subgraph_prefix: the body's inputs are not the
-// loop's), on the unsplit program too, while `cond` and `while_loop` compile.
-// So a stage with a map is compiled from a copy of its .pt2 in `scratch`
-// where each top-level map of static length (at most kMaxUnroll slices) is
-// unrolled by the pass NativeRT's stages get (passes/unroll_map.h), and
-// each other one, over a symbolic length say, is written as a while_loop
-// (passes/map_as_loop.h). The copy keeps every weight under its FQN, which
-// is where pipecut-run takes them from in the stage's own .pt2. Returns the
-// stage's own path when it has no map.
-fs::path compileSource(const fs::path& stagePt2, ScratchDir& scratch) {
-  pt2::Package pkg = pt2::readPackage(stagePt2.string());
-  if (!findMap(pkg.program.graph)) return stagePt2;
-  ir::Program program = ir::cloneProgram(pkg.program);
-  passes::PassManager pm;
-  pm.setVerifyEach(true);
-  passes::addMapRewrites(pm);
-  pm.run(program);
-  if (const ir::Node* left = findMap(program.graph))
-    throw Error(ErrorKind::InvalidInput, stagePt2.string(), "node '" + left->label() + "'",
-                "AOTInductor (torch " + emit::libtorchVersion() +
-                    ") cannot compile a map, and pipecut rewrites only a top-level one whose body's results have "
-                    "static sizes (unrolled, or as a while_loop)");
-  std::string tmpl = (fs::temp_directory_path() / "pipecut-compile-source-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throwOsError(tmpl, "create a scratch directory", errno);
-  scratch.path = tmpl;
-  const fs::path copy = scratch.path / stagePt2.filename();
-  pt2::writePackageFile(pt2::withProgram(pkg, std::move(program)), pt2::packageDestination(copy.string()));
-  return copy;
-}
-
 // The tensors a weightless stage's .pt2 holds no bytes of (the compile
 // script compiles around stand-ins and keeps them out of the package).
 Json externalOf(const Stage& st) {
   Json out = Json::array();
   for (const ExternalTensor& e : st.external) out.push_back(e.name);
   return out;
-}
-
-// Whether an Inductor setting is on: the JSON boolean true (a 1 is not).
-bool settingOn(const Json& config, const char* key) {
-  return config.contains(key) && config[key].is_boolean() && config[key].get<bool>();
-}
-
-std::string minutes(double s) {
-  int t = static_cast<int>(s);
-  return t >= 60 ? std::to_string(t / 60) + "m" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60) + "s"
-                 : std::to_string(t) + "s";
 }
 
 }  // namespace
@@ -346,6 +110,7 @@ std::string defaultCompileCache() {
 }
 
 CompileResult compileDirectory(const CompileRequest& r) {
+  if (r.train) return compileTraining(r);
   const auto start = std::chrono::steady_clock::now();
   if (r.device != "cpu" && r.device != "cuda")
     throw Error(ErrorKind::Usage, "", "--device", "'" + r.device + "': expected cpu or cuda");
@@ -538,7 +303,9 @@ CompileResult compileDirectory(const CompileRequest& r) {
       }
     }
     std::vector<double> seconds(plans.size(), 0);
-    const unsigned jobs = r.jobs ? r.jobs : defaultJobs(compiles, !weightless);
+    std::vector<uint64_t> parameterBytes;
+    for (const StagePlan* p : compiles) parameterBytes.push_back(p->stage->parameterBytes);
+    const unsigned jobs = r.jobs ? r.jobs : defaultJobs(parameterBytes, !weightless);
     std::mutex logMutex;
     try {
       support::parallelFor(compiles.size(), jobs, [&](size_t i) {
@@ -559,7 +326,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
                     {"symbols", symbolRanges(m, *p.stage)},
                     {"state", stateOf(*p.stage)},
                     {"external", externalOf(*p.stage)}};
-        support::ProcessResult res = runScript(py, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
+        support::ProcessResult res = runScript(py, kAotiCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
         {
           std::lock_guard<std::mutex> lock(runningMutex);
           running.erase(std::find(running.begin(), running.end(), s));

@@ -55,14 +55,23 @@ struct CompileRequest {
   // script takes "pipecut." keys for itself). A CUDA compile refuses it
   // (Usage).
   std::string cpuMatmul;
+  // --train: per stage, the training programs (F, then I and W, or one B)
+  // that pipecut-run --train --stage-format aoti runs, instead of the
+  // inference package (compileTraining). `recompute`: "none" (save every
+  // value the backward reads), "all" (save only the stage's inputs) or a
+  // regular expression naming the modules whose activations the backward
+  // recomputes.
+  bool train = false;
+  std::string recompute = "none";
 };
 
 struct CompiledStage {
   uint32_t stage = 0;
-  std::string path;              // the package, relative to the directory
+  std::string path;              // the package, relative to the directory (--train: F's)
+  std::vector<std::string> programs;  // --train: the program files, F first
   std::string how;               // "compiled", "kept" (already in the directory) or "cached"
   double compileSeconds = 0;     // compiled: this run's; cached: when it was compiled; kept: 0
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;            // --train: of every program
   std::string key;
 };
 
@@ -80,6 +89,13 @@ struct CompileResult {
 // AOTInductor cannot compile (its error); Environment (exit 6) for a cuda
 // compile where that Python sees no GPU, and for what the OS refuses.
 CompileResult compileDirectory(const CompileRequest& request);
+
+// compileDirectory for request.train (compileDirectory calls it): the same
+// refusals, cache and one-step replacement; each stage's training packages
+// are recorded as files of format "aoti-train" (CompiledPackage.program),
+// beside any inference package. Usage (exit 2) for --cpu-matmul or an empty
+// --recompute.
+CompileResult compileTraining(const CompileRequest& request);
 
 // How many stages compile at once when -j is not given: as many as `cores`,
 // the stages to compile and `memAvailable` bytes allow, at least one. A

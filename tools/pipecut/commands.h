@@ -72,6 +72,8 @@ struct CompileOptions {
   bool verbose = false;
   std::string inductorConfig;
   std::string cpuMatmul;  // "" for the default
+  bool train = false;
+  std::string recompute = "none";
 };
 int runCompile(const CompileOptions& o);
 

@@ -22,13 +22,19 @@ int runCompile(const CompileOptions& o) {
   r.verbose = o.verbose;
   r.inductorConfig = o.inductorConfig;
   r.cpuMatmul = o.cpuMatmul;
+  r.train = o.train;
+  r.recompute = o.recompute;
   driver::CompileResult res = driver::compileDirectory(r);
   if (o.json) {
     nlohmann::json j = {{"ok", true}, {"device", o.device}, {"python", res.python}, {"torch_version", res.torchVersion},
                         {"manifest_sha256", res.manifestSha256}, {"seconds", res.seconds}, {"stages", nlohmann::json::array()}};
     for (const auto& s : res.stages)
-      j["stages"].push_back({{"stage", s.stage}, {"path", s.path}, {"how", s.how}, {"compile_seconds", s.compileSeconds},
-                             {"bytes", s.bytes}, {"key", s.key}});
+    {
+      nlohmann::json row = {{"stage", s.stage}, {"path", s.path}, {"how", s.how}, {"compile_seconds", s.compileSeconds},
+                            {"bytes", s.bytes}, {"key", s.key}};
+      if (o.train) row["programs"] = s.programs;
+      j["stages"].push_back(std::move(row));
+    }
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -41,7 +47,12 @@ int runCompile(const CompileOptions& o) {
     }
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f s", s.compileSeconds);
-    std::cout << "stage " << s.stage << ": " << s.path << " " << s.how
+    std::string what = s.path;
+    if (o.train) {
+      what = "training programs";
+      for (const auto& p : s.programs) what += " " + p;
+    }
+    std::cout << "stage " << s.stage << ": " << what << " " << s.how
               << (s.how == "compiled" ? std::string(" in ") + secs
                   : s.how == "cached" ? std::string(" (compiled in ") + secs + " before)"
                                       : std::string(" (unchanged)"))

@@ -136,6 +136,14 @@ int main(int argc, char** argv) {
                   "MKL, as PyTorch runs them) or auto (the default: as pipecut-run's auto, blas on Intel CPUs and "
                   "onednn on other x86 CPUs, by the compiling machine's); recorded, settled, with the options")
       ->check(CLI::IsMember({"auto", "onednn", "blas"}));
+  auto* cmpTrain = cmp->add_flag("--train", compile.train,
+                                 "compile each stage's training programs (forward; input- and weight-gradient backward) "
+                                 "for pipecut-run --train --stage-format aoti, from its joint forward/backward graph");
+  cmp->add_option("--recompute", compile.recompute,
+                  "with --train: which activations the backward recomputes instead of F saving them: none (the "
+                  "default), all (F saves only the stage's inputs), or a regular expression over module paths "
+                  "(e.g. 'model\\.layers\\.[0-9]+': per-layer activation checkpointing)")
+      ->needs(cmpTrain);
 
   cli::MergeOptions merge;
   auto* mrg = app.add_subcommand("merge", "Merge a training checkpoint (pipecut-run --save-checkpoint) into one "

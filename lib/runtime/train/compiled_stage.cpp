@@ -6,6 +6,7 @@
 #include <set>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "emit/libtorch_version.h"
@@ -189,12 +190,32 @@ class CompiledStage final : public StageCompute {
   }
 
   std::vector<at::Tensor> run(const Program& p, const Live& live) const {
+    // A CPU package's kernels take OpenMP's thread count of the calling
+    // thread: this worker's, as the thread policy set it (as inference's
+    // packages, runtime/stage_program.cpp).
+    at::init_num_threads();
     std::vector<at::Tensor> args;
     args.reserve(p.inputs.size());
-    // Parameters go in as plain tensors: the package neither records nor
-    // needs autograd's view of them.
-    for (const Ref& r : p.inputs) args.push_back(value(live, r, p).detach());
-    std::vector<at::Tensor> out = p.package->run(std::move(args));
+    for (const Ref& r : p.inputs) {
+      // Plain tensors (the package neither records nor needs autograd's
+      // view of a parameter), read from their storage's start with the
+      // strides they were compiled for: contiguous. A value one program
+      // returns may be a view that another would misread (AOTInductor
+      // checks neither offset nor strides).
+      at::Tensor t = value(live, r, p).detach();
+      if (t.storage_offset() != 0 || !t.is_contiguous()) t = t.clone(at::MemoryFormat::Contiguous);
+      args.push_back(std::move(t));
+    }
+    std::vector<at::Tensor> out;
+    try {
+      out = p.package->run(std::move(args));
+    } catch (const c10::OutOfMemoryError& e) {
+      throw Error(ErrorKind::Environment, p.path, "stage " + std::to_string(info_.index) + " program " + p.name,
+                  e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      throw Error(ErrorKind::InvalidInput, p.path, "stage " + std::to_string(info_.index) + " program " + p.name,
+                  e.what_without_backtrace());
+    }
     if (out.size() != p.outputs.size())
       throw Error(ErrorKind::InvalidInput, p.path, "program " + p.name,
                   "returned " + std::to_string(out.size()) + " values, its signature lists " + std::to_string(p.outputs.size()));
