@@ -18,7 +18,8 @@
 #                                        # 2 processes, two devices, the long run), train,
 #                                        # generate, aoti (each with its benchmark on CUDA),
 #                                        # aoti-bench (that benchmark alone), support (a
-#                                        # split by --support aoti-cuda, mixed formats and devices)
+#                                        # split by --support aoti-cuda, mixed formats and devices),
+#                                        # train-aoti (compiled training: compile --train, --stage-format aoti)
 #
 # Environment: PIPECUT_PYTHON (default python3), PIPECUT_GPU_BUILD_DIR (reused
 # by a second invocation; default a temp dir), PIPECUT_GPU_BENCH_TIMEOUT (seconds
@@ -33,7 +34,7 @@ while (($#)); do
   case $1 in
     --device) device=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti,aoti-bench,support)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (--device DEV, --only inference,train,generate,aoti,aoti-bench,support,train-aoti)" >&2; exit 2 ;;
   esac
 done
 # want SECTION: whether --only (a comma list; empty: every section) names it.
@@ -313,6 +314,62 @@ if "$py" "$root/scripts/fixtures/support.py" "$sfx" >"$out/support_fixtures.log"
   else fail=$((fail+1)); log "support nested, 2 processes: FAILED (exit $rc)"; tail -3 "$out"/support.rank*.log; fi
 else
   fail=$((fail+1)); log "support: split --support aoti-cuda / compile --device $kind: FAILED"; tail -5 "$out/support_compile.err"
+fi
+fi
+if want train-aoti; then
+# Compiled training (pipecut compile --train --device cuda, pipecut-run
+# --train --stage-format aoti; docs/training.md): the tied GPT-2 in 2 stages,
+# its F/I/W (and B) programs compiled for the device kind, SGD under 1f1b and
+# zb1p and AdamW under zb1p on the device in one process, then 1f1b on 2
+# processes (the setup above: NCCL with two GPUs, else Gloo on cuda:0);
+# against the eager CPU references within 1e-3 (1e-5 / 1e-4 on the CPU). Then
+# the CPU's bench/train_vs_torch_pipelining.py is not run here: it measures
+# the 2-core CPU case the issue names.
+train=$root/testdata/train kind=${device%%:*}
+ctol=(--rtol 1e-3 --atol 1e-3)
+[[ $device == cpu ]] && ctol=(--atol 1e-4)
+csplit=$work/train-aoti/gpt2_loss.2
+if "$pipecut" split "$train/gpt2_loss.pt2" --spec "$train/gpt2_loss.2.json" --format pt2 -o "$csplit" -q >/dev/null &&
+   "$pipecut" compile "$csplit" --train --device "$kind" --python "$py" --cache "$work/aoti-cache" --json \
+     >"$out/train_aoti_compile.json" 2>"$out/train_aoti_compile.err"; then
+  pass=$((pass+1)); log "train-aoti: compiled: $(tr -d '\n' <"$out/train_aoti_compile.json" | head -c 300)"
+  ref_flags() {  # the optimizer flags a reference was trained with
+    "$py" -c "
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+print(json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']['optimizer_flags'])" "$1"
+  }
+  for run_case in "sgd 1f1b" "sgd zb1p" "adamw zb1p"; do
+    set -- $run_case
+    ref=$train/gpt2_loss.$1.ref.safetensors tag=$out/train_aoti.$1.$2
+    flags=$(ref_flags "$ref")
+    # shellcheck disable=SC2086  # flags: several words
+    if "$run" "$csplit" --train --stage-format aoti --devices "$device" --data "$train/gpt2_loss.data.safetensors" -m 4 \
+         --steps 4 $flags --schedule "$2" --json -q --save-checkpoint "$tag.ckpt" >"$tag.json" 2>"$tag.err" &&
+       "$pipecut" merge "$tag.ckpt" -o "$tag.state.safetensors" -q >"$tag.check" 2>&1 &&
+       "$py" "$root/scripts/check_train.py" "$tag.json" "$ref" --state "$tag.state.safetensors" "${ctol[@]}" >>"$tag.check" 2>&1; then
+      pass=$((pass+1)); log "train-aoti gpt2_loss $1 $2 on $device: ok, $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("steady samples/s", round(j.get("steady_throughput_samples_per_s", 0), 1), "saved bytes", [s.get("saved_activation_bytes") for s in j["stage_stats"]])' "$tag.json")"
+    else
+      fail=$((fail+1)); log "train-aoti gpt2_loss $1 $2 on $device: FAILED"; tail -4 "$tag.err" "$tag.check" 2>/dev/null
+    fi
+  done
+  tag=$out/train_aoti.2proc port=$((29500 + RANDOM % 1000)) pids=() rc=0
+  ref=$train/gpt2_loss.sgd.ref.safetensors flags=$(ref_flags "$train/gpt2_loss.sgd.ref.safetensors")
+  for r in 0 1; do
+    # shellcheck disable=SC2086  # flags: several words
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$run" "$csplit" --train --stage-format aoti "${two[@]}" --data "$train/gpt2_loss.data.safetensors" -m 4 \
+      --steps 4 $flags --schedule 1f1b --json -q --timeout 120 \
+      --save-checkpoint "$tag.ckpt" >"$tag.rank$r.json" 2>"$tag.rank$r.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  if [[ $rc -eq 0 ]] && "$pipecut" merge "$tag.ckpt" -o "$tag.state.safetensors" -q >"$tag.check" 2>&1 &&
+     "$py" "$root/scripts/check_train.py" "$tag.rank0.json" "$ref" --state "$tag.state.safetensors" "${ctol[@]}" >>"$tag.check" 2>&1; then
+    pass=$((pass+1)); log "train-aoti gpt2_loss sgd 1f1b, 2 processes (${two[*]}): ok"
+  else fail=$((fail+1)); log "train-aoti, 2 processes: FAILED (exit $rc)"; tail -3 "$tag".rank*.err "$tag.check" 2>/dev/null; fi
+else
+  fail=$((fail+1)); log "train-aoti: split / compile --train --device $kind: FAILED"; tail -5 "$out/train_aoti_compile.err"
 fi
 fi
 # The benchmark alone (--only aoti-bench) costs a device session ~3 minutes a

@@ -11,8 +11,11 @@
 # --recompute all and a per-layer REGEX train the same losses with fewer
 # saved bytes (--json saved_activation_bytes); torchrun --no-python; refusals.
 #
-# PIPECUT_TEST_PART=quick (the newest torch's pass): the GPT-2 split only,
-# three schedules in one process and one on 2 ranks, the refusals.
+# PIPECUT_TEST_PART (test/test_part.sh): quick (the quick tier, and the
+# newest torch's pass) the GPT-2 split only: three schedules in one process
+# and one on 2 ranks, --json's fields, schedule CSVs, resume, the refusals;
+# rest (what the full tier adds) the other schedules and the Llama split,
+# the multi-rank matrix, torchrun and recompute; all (by hand) both.
 set -uo pipefail
 pipecut=$1 run=$2 python=$3 src=$4 out=$5 port=${6:-29850}
 cache=${7:-$out/cache}  # the compile cache: the quick and the full entries share theirs
@@ -38,6 +41,7 @@ split_compile() {  # split_compile MODEL N DIR [COMPILE FLAGS...]
 }
 split_compile gpt2_loss 2 "$out/g2"
 [[ $part == quick ]] || split_compile llama_loss 4 "$out/l4"
+want_quick() { [[ $part != rest ]]; }
 
 checks=$out/checks.tsv
 : >"$checks"
@@ -76,16 +80,15 @@ multi() {  # multi DIR MODEL OPT SCHEDULE BACKEND
 }
 
 g2=$out/g2 l4=$out/l4
-if [[ $part == quick ]]; then
+if want_quick; then
   for schedule in gpipe 1f1b zb1p; do one "$g2" gpt2_loss sgd "$schedule"; done
   multi "$g2" gpt2_loss adamw zb1p gloo
-else
+fi
+if [[ $part != quick ]]; then
   # Every schedule, both optimizers, across the two models; the tied GPT-2
   # syncs its tied gradients in one process and across ranks.
-  for schedule in gpipe 1f1b interleaved-1f1b zb1p; do
-    one "$g2" gpt2_loss sgd "$schedule"
-    one "$l4" llama_loss adamw "$schedule"
-  done
+  one "$g2" gpt2_loss sgd interleaved-1f1b
+  for schedule in gpipe 1f1b interleaved-1f1b zb1p; do one "$l4" llama_loss adamw "$schedule"; done
   one "$g2" gpt2_loss adamw zb1p
   one "$l4" llama_loss sgd 1f1b
   multi "$g2" gpt2_loss sgd zb1p gloo
@@ -116,13 +119,14 @@ if [[ $failed -gt 0 || $passed -ne $(wc -l <"$checks") ]]; then
   echo "FAIL: $failed of $(wc -l <"$checks") compiled runs differ from eager PyTorch:"; grep -B6 '^FAIL ' "$out/checks.log" | head -60
 fi
 
+base=(--train --stage-format aoti --data "$train/gpt2_loss.data.safetensors" -m 4 $(flags "$train/gpt2_loss.sgd.ref.safetensors") --json)
+
+if want_quick; then
 # Every stage reports what it ran and the bytes it held per micro-batch.
 report_field() { "$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2] and eval(sys.argv[2]))' "$@"; }
 if [[ $(report_field "$out/g2.sgd.zb1p.p1.json" '[s["format"] for s in r["stage_stats"]]') == "['aoti', 'aoti']" &&
   $(report_field "$out/g2.sgd.zb1p.p1.json" 'all(s["saved_activation_bytes"] > 0 for s in r["stage_stats"])') == True ]]; then
   ok; else bad "--json stage_stats: format aoti and saved_activation_bytes"; fi
-
-base=(--train --stage-format aoti --data "$train/gpt2_loss.data.safetensors" -m 4 $(flags "$train/gpt2_loss.sgd.ref.safetensors") --json)
 
 # A schedule as data: zb1p dumped, then run from the file: the same state, byte for byte.
 expect 0 "dump zb1p" -- "$run" "$g2" "${base[@]}" --steps 2 --schedule zb1p --dump-schedule "$out/zb1p.csv" \
@@ -164,6 +168,7 @@ expect 1 "compile --train --cpu-matmul" -- "$pipecut" compile "$out/plain" --tra
 expect 1 "--recompute without --train" -- "$pipecut" compile "$out/plain" --recompute all
 expect 1 "--recompute that is not a regular expression" -- "$pipecut" compile "$out/plain" --train --recompute '(('
 contains "names the flag" "--recompute"
+fi
 
 if [[ $part != quick ]]; then
   # Recompute: the same losses, fewer bytes held between F and I/W.

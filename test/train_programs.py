@@ -1,6 +1,6 @@
 """Checks scripts/train_compile.py's training programs against eager autograd.
 
-Usage: python test/train_programs.py PIPECUT_BINARY OUTDIR [--models llama_loss,gpt2_loss] [--policies none,all,layer]
+Usage: python test/train_programs.py PIPECUT_BINARY OUTDIR [--models=llama_loss,gpt2_loss,dropout] [--policies=none,all,layer]
 
 Splits testdata/train/{llama_loss,gpt2_loss}.pt2 in two with PIPECUT_BINARY
 (--format pt2) under OUTDIR, then for each stage and each recompute policy
@@ -12,6 +12,9 @@ autograd on the stage's ep.module(): outputs, input gradients and parameter
 gradients within rtol 1e-5, atol 1e-6. Also checks that the packages hold
 no constants, carry their SIG in their metadata, and that
 saved_bytes(all) < saved_bytes(none) with the regex's in between.
+"dropout": a Linear, Dropout(0.5), Linear stage exported in training mode:
+F draws a fresh mask each call, and I and W (recompute none and all) use
+the mask F drew (eager autograd with that mask as the reference).
 Exits 1 on the first failure; prints one summary line.
 
 Compiles run one at a time with OMP_NUM_THREADS=1 and
@@ -174,7 +177,8 @@ def check_stage(python, source, outdir, tag, policies):
             close(f"{tag}.{label} output:{k}", env[f"output:{k}"], y.detach())
             checks += 1
         for k, g in want_gx.items():
-            close(f"{tag}.{label} grad_input:{k}", env[f"grad_input:{k}"], g if g is not None else torch.zeros_like(xs[k]))
+            want = g if g is not None else torch.zeros_like(xs[k])
+            close(f"{tag}.{label} grad_input:{k}", env[f"grad_input:{k}"], want)
             checks += 1
         for n, g in want_gp.items():
             if g is None:
@@ -190,9 +194,89 @@ def check_stage(python, source, outdir, tag, policies):
         if not a < n:
             fail(f"{tag}: saved_bytes all {a} is not below none {n}")
         if "layer" in saved_bytes and not a <= saved_bytes["layer"] <= n:
-            fail(f"{tag}: saved_bytes of the one-layer regex {saved_bytes['layer']} is not between all {a} and none {n}")
+            fail(f"{tag}: saved_bytes of the one-layer regex {saved_bytes['layer']} "
+                 f"is not between all {a} and none {n}")
         checks += 1
     return checks, saved_bytes, seconds
+
+
+def check_dropout(python, binary, outdir, policies):
+    """Dropout: F draws a fresh mask each call; I and W (policy none and all)
+    use the mask F drew. The reference is eager autograd with dropout replaced
+    by that mask, which F's first output (the dropout's result) reveals."""
+    import torch
+    import torch.nn as nn
+
+    class Dropped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin1, self.drop, self.lin2 = nn.Linear(16, 16), nn.Dropout(0.5), nn.Linear(16, 8)
+
+        def forward(self, x):
+            d = self.drop(self.lin1(x))
+            return d, self.lin2(d)
+
+    torch.manual_seed(0)
+    model = Dropped().train()
+    x = torch.randn(32, 16)
+    pt2 = os.path.join(outdir, "dropout.pt2")
+    torch.export.save(torch.export.export(model, (x,)), pt2)
+    spec = os.path.join(outdir, "dropout.spec.json")
+    with open(spec, "w") as f:
+        f.write('{"split_points": {}}')
+    out = os.path.join(outdir, "dropout.1")
+    cmd = [binary, "split", pt2, "--spec", spec, "--format", "pt2", "-o", out, "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    source = os.path.join(out, "stage_000.pt2")
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    gen = torch.Generator().manual_seed(2)
+    tangents = {0: torch.randn(32, 16, generator=gen), 1: torch.randn(32, 8, generator=gen)}
+    checks, saved_bytes = 0, {}
+    for label in ("none", "all"):
+        tag = f"dropout.{label}"
+        answer, files = compile_programs(python, source, [{"dtype": "float32", "shape": [32, 16]}], [0], label,
+                                         outdir, tag)
+        saved_bytes[label] = answer["saved_bytes"]
+        progs = answer["programs"]
+        if sorted(progs) != ["F", "I", "W"]:
+            fail(f"{tag}: programs {sorted(progs)}, expected F, I, W")
+        run = {k: torch._inductor.aoti_load_package(files[k]) for k in progs}
+        env = {f"param:{n}": p for n, p in params.items()}
+        env.update({"input:0": x, "tangent:0": tangents[0], "tangent:1": tangents[1]})
+
+        def call(name):
+            with torch.no_grad():
+                outs = run[name](*[env[r].contiguous() for r in progs[name]["inputs"]])
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            return dict(zip(progs[name]["outputs"], outs))
+
+        first = call("F")["output:0"].clone()
+        env.update(call("F"))  # the second draw is the one I and W see
+        d = env["output:0"]
+        mask = d != 0
+        kept = mask.float().mean().item()
+        if not 0.3 < kept < 0.7:
+            fail(f"{tag}: F keeps {kept:.2f} of the values, dropout(0.5) keeps about half")
+        if torch.equal(first != 0, mask):
+            fail(f"{tag}: two calls of F drew the same mask")
+        h = torch.nn.functional.linear(x, params["lin1.weight"], params["lin1.bias"])
+        close(f"{tag} output:0", d, h * mask * 2.0)
+        env.update(call("I"))
+        env.update(call("W"))
+        # Eager with the mask F drew.
+        xs = x.clone().requires_grad_(True)
+        ps = {n: p.clone().requires_grad_(True) for n, p in params.items()}
+        dd = torch.nn.functional.linear(xs, ps["lin1.weight"], ps["lin1.bias"]) * mask * 2.0
+        y = torch.nn.functional.linear(dd, ps["lin2.weight"], ps["lin2.bias"])
+        close(f"{tag} output:1", env["output:1"], y.detach())
+        grads = torch.autograd.grad([dd, y], [xs] + list(ps.values()), [tangents[0], tangents[1]])
+        close(f"{tag} grad_input:0", env["grad_input:0"], grads[0])
+        for n, g in zip(ps, grads[1:]):
+            close(f"{tag} grad:{n}", env[f"grad:{n}"], g)
+        checks += 4 + len(ps)
+    return checks, saved_bytes
 
 
 def main():
@@ -203,7 +287,7 @@ def main():
         return 2
     binary, outdir = args
     os.makedirs(outdir, exist_ok=True)
-    models = opts.get("models", "llama_loss,gpt2_loss").split(",")
+    models = opts.get("models", "llama_loss,gpt2_loss,dropout").split(",")
     wanted = opts.get("policies", "none,all,layer").split(",")
 
     def policies(ep):
@@ -215,22 +299,32 @@ def main():
     import torch
 
     start = time.monotonic()
-    total, n_stages, n_compiles = 0, 0, 0
+    total, n_stages, n_requests, n_packages = 0, 0, 0, 0
     try:
         for model in models:
+            if model == "dropout":
+                checks, saved = check_dropout(sys.executable, binary, outdir, policies)
+                total += checks
+                n_stages += 1
+                n_requests += len(saved)
+                n_packages += 3 * len(saved)
+                print(f"dropout: {checks} checks; saved_bytes " + ", ".join(f"{k} {v}" for k, v in saved.items()),
+                      flush=True)
+                continue
             for source in split(binary, model, outdir):
                 tag = f"{model}.{os.path.splitext(os.path.basename(source))[0]}"
                 checks, saved, seconds = check_stage(sys.executable, source, outdir, tag, policies)
                 total += checks
                 n_stages += 1
-                n_compiles += len(seconds)
+                n_requests += len(seconds)
+                n_packages += sum(len(p or {}) for _, p in seconds.values())
                 print(f"{tag}: {checks} checks; saved_bytes " + ", ".join(f"{k} {v}" for k, v in saved.items())
                       + "; compile " + ", ".join(f"{k} {s:.0f}s {p}" for k, (s, p) in seconds.items()), flush=True)
     except Failure as e:
         print(f"FAIL: {e}", flush=True)
         return 1
-    print(f"train_programs: {total} checks passed ({n_stages} stages, {n_compiles} compiles, torch {torch.__version__}, "
-          f"{time.monotonic() - start:.0f} s)", flush=True)
+    print(f"train_programs: {total} checks passed ({n_stages} stages, {n_requests} compile requests, "
+          f"{n_packages} packages, torch {torch.__version__}, {time.monotonic() - start:.0f} s)", flush=True)
     return 0
 
 
