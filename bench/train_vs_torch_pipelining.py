@@ -5,12 +5,25 @@ zb1p), same weights, same data, same SGD, same process count, Gloo on
 loopback, one intra-op thread per process.
 
     train_vs_torch_pipelining.py [--stages 2] [--schedules 1f1b,zb]
+                                 [--formats torchscript,aoti]
+                                 [--recompute-check 1f1b|all|none]
+                                 [--cache DIR] [--compile-jobs N]
                                  [--zb-procs 2] [-m 8] [--steps 8]
                                  [--warmup 2] [--repeats 3] [--threads 1]
                                  [--layers 8] [--hidden 128] [--vocab 4000]
                                  [--seq 64] [--mb-size 2] [--pin]
                                  [--torch-stages script|eager]
                                  [--torch-jit-optimize] [--keep DIR]
+
+pipecut-run trains in up to three ways per schedule pair, each a side of its
+own, alternating with torch's: --formats torchscript (autograd over the
+TorchScript stages, `--stage-format torchscript`, the default of --train),
+aoti (`pipecut compile --train` programs, `--stage-format aoti`: F, I, W or
+F, B per stage, no autograd) and, for the pairs named by --recompute-check,
+aoti-rc (the same split compiled a second time, into a copy of the
+directory, with `--recompute all`: F saves only the stage's inputs).
+Compiles go through a package cache (--cache, default KEEP/compile_cache),
+so a second run with the same --keep does not compile again.
 
 Model: the tiny Llama of scripts/tiny_llama.py (LlamaForCausalLM from a
 config, random weights from --seed, float32, no dropout), --layers decoder
@@ -76,9 +89,27 @@ samples/s = N x B / that time; "all steps"
 step on both sides (an optimizer step needs all M gradients).  Medians over
 --repeats runs; sides alternate and the order rotates every repeat.
 
-Loss check: the per-step mean micro-batch losses of both sides (pipecut's
+Loss check: the per-step mean micro-batch losses of every side (pipecut's
 report `losses`; torch's last stage's `losses` list, averaged), from the
-first repeat, side by side, with the max relative difference.
+first repeat, side by side, with the max relative difference: TorchScript
+against torch (expected identical), compiled against TorchScript (within
+1e-5 relative: Inductor's kernels round otherwise), recompute all against
+none (within 1e-6 relative).
+
+Bubble: pipecut-run's report "bubble": {"measured": ...} (1 - the stages'
+busy time / (workers x the run's wall time), all W+N steps, optimizer steps
+and step flushes included) and, from the traces, the same over the measured
+steps only; against the ideal of the schedule with p = the pipeline's ranks
+(workers: the bubble is idle time of a worker, and pipecut-run's zb1p runs a
+rank's contiguous stages back to back, as one pipeline stage) and m = M:
+zb1p (p-1)/(3m), 1f1b (p-1)/(m+p-1); and against the floor the uneven ranks
+set by themselves, 1 - mean/max of the ranks' busy time.
+
+Memory: the peak RSS of every process: pipecut-run's under /usr/bin/time -f
+%M (each torchrun child), torch's workers' ru_maxrss; and, for compiled
+stages, the report's per-stage saved_activation_bytes (the most bytes held
+for one micro-batch from its F to its backward: what --recompute trades) and
+held_for_weights_bytes (from I to W: what W reads).
 
 Also printed: per rank, the time spent per measured step in compute:
 torch: forward_one_chunk + loss_fn + backward_one_chunk +
@@ -262,9 +293,13 @@ def worker(a):
         if has_last:
             losses.append(sum(float(x.detach()) for x in kw["losses"]) / len(kw["losses"]))
     t_end = time.perf_counter()
+    import resource
+
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Collect (outside the timed region): the losses from the last stage's rank, busy times from all.
     got = [None] * world
-    dist.all_gather_object(got, {"losses": losses if has_last else None, "busy": busy, "notes": notes})
+    dist.all_gather_object(got, {"losses": losses if has_last else None, "busy": busy, "notes": notes,
+                                 "rss_kb": rss_kb})
     if rank == 0:
         loss_list = [g["losses"] for g in got if g["losses"] is not None][0]
         busy_all = {}
@@ -275,6 +310,7 @@ def worker(a):
             "losses": loss_list, "steady_ms": steady, "all_ms": (t_end - starts[0]) * 1e3,
             "step_ms": [(b - s) * 1e3 for s, b in zip(starts, starts[1:] + [t_end])],
             "busy_ms_per_rank": [busy_all[r] for r in range(world)],
+            "rss_kb_per_rank": [g["rss_kb"] for g in got],
             "notes": sum((g["notes"] for g in got), []), "world_size": world, "stages": n_stages,
         }), flush=True)
     dist.barrier()
@@ -294,6 +330,17 @@ def failure_reason(text):
         return m.group(1).strip()[:300]
     err = [ln for ln in text.splitlines() if "Error" in ln and "ChildFailedError" not in ln]
     return (err[-1] if err else text.splitlines()[0]).strip()[:300]
+
+
+def pipecut_failure(text):
+    """A failed pipecut-run launch: its error lines (distinct, at most 4) and the command."""
+    lines = text.splitlines()
+    errs = []
+    for ln in lines[1:]:
+        ln = ln.strip()
+        if ("error" in ln.lower() or "failed" in ln.lower()) and "ChildFailedError" not in ln and ln not in errs:
+            errs.append(ln[:300])
+    return "; ".join(errs[:4] or [ln.strip()[:300] for ln in lines[-3:]]) + f"\n    ({lines[0][:1500]})"
 
 
 def pipecut_trace_times(trace_base, world, steps, warmup):
@@ -316,6 +363,44 @@ def pipecut_trace_times(trace_base, world, steps, warmup):
     return start_w, spans
 
 
+FORMATS = ("torchscript", "aoti")
+# side: how its rows and summary lines name it
+SIDE_NAME = {"torchscript": "pipecut TorchScript", "aoti": "pipecut compiled", "aoti-rc": "compiled, recompute all",
+             "torch": "torch"}
+# the loss checks: (side, against, relative tolerance)
+LOSS_CHECKS = (("torchscript", "torch", 1e-5), ("aoti", "torchscript", 1e-5), ("aoti", "torch", 1e-5),
+               ("aoti-rc", "aoti", 1e-6))
+GOAL_VS_TORCH, GOAL_VS_SCRIPT = 1.5, 1.3
+# pipecut-run's peak RSS: each torchrun child runs under this, writing to FILE.$RANK (KiB)
+PY_MAXRSS = ("import os, resource, subprocess, sys\n"
+             "rc = subprocess.call(sys.argv[2:])\n"
+             "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+             "sys.exit(rc)\n")
+
+
+def format_list(text):
+    out = [x.strip() for x in text.split(",") if x.strip()]
+    for x in out:
+        if x not in FORMATS:
+            raise argparse.ArgumentTypeError(f"unknown stage format {x!r} (choose from {', '.join(FORMATS)})")
+    if not out:
+        raise argparse.ArgumentTypeError("no stage format")
+    return out
+
+
+def ideal_bubble(schedule, p, m):
+    """(formula, value) of the schedule's bubble with p ranks, m micro-batches, equal stages."""
+    if schedule == "zb1p":
+        return "(p-1)/(3m)", (p - 1) / (3 * m)
+    if schedule == "1f1b":
+        return "(p-1)/(m+p-1)", (p - 1) / (m + p - 1)
+    return None, None
+
+
+def mib(kb):
+    return kb / 1024
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -327,6 +412,16 @@ def main():
     ap.add_argument("--schedules", type=names, default=["1f1b", "zb"],
                     help="pairs to race: 1f1b, zb (pipecut zb1p vs torch ScheduleInterleavedZeroBubble), "
                          "interleaved (pipecut interleaved-1f1b vs torch ScheduleInterleaved1F1B) (default 1f1b,zb)")
+    ap.add_argument("--formats", type=format_list, default=["torchscript", "aoti"],
+                    help="pipecut-run sides: torchscript (autograd over the TorchScript stages), aoti (pipecut "
+                         "compile --train programs, --stage-format aoti) (default torchscript,aoti)")
+    ap.add_argument("--recompute-check", default="1f1b",
+                    help="pairs (comma separated, 'all' or 'none') whose split is compiled a second time, into a "
+                         "copy, with --recompute all and raced as a side of its own (saved bytes, peak RSS, "
+                         "losses within 1e-6); needs aoti in --formats (default %(default)s)")
+    ap.add_argument("--cache", default="",
+                    help="pipecut compile's package cache (default: compile_cache in the work directory)")
+    ap.add_argument("--compile-jobs", type=int, default=0, help="pipecut compile -j (default: pipecut's own choice)")
     ap.add_argument("--zb-procs", type=int, default=2, help="zb/interleaved: processes; stages = 2 x this (default %(default)s)")
     ap.add_argument("--steps", type=int, default=8, help="measured optimizer steps (default %(default)s)")
     ap.add_argument("--warmup", type=int, default=2, help="unmeasured steps first, in the same run (default %(default)s)")
@@ -358,8 +453,19 @@ def main():
     K = a.warmup + a.steps
     if a.steps < 1 or a.warmup < 1:
         raise SystemExit("--steps and --warmup must be at least 1 (the first step is warm-up on both sides)")
+    rc_text = a.recompute_check.strip()
+    if rc_text in ("", "none"):
+        rc_pairs = []
+    elif rc_text == "all":
+        rc_pairs = list(a.schedules)
+    else:
+        rc_pairs = [x for x in names(rc_text) if x in a.schedules]
+    if "aoti" not in a.formats:
+        rc_pairs = []
 
     env = U.launcher_env(a.threads)
+
+    import shlex
 
     import torch
     import torch.nn as nn
@@ -374,6 +480,9 @@ def main():
     print(f"both sides: Gloo on 127.0.0.1, OMP_NUM_THREADS={a.threads}, intra-op threads {a.threads}, "
           f"{'rank r pinned to core r' if a.pin else 'not pinned'}; SGD lr {a.lr} momentum {a.momentum}; "
           f"-m {a.microbatches}; {a.warmup} warm-up + {a.steps} measured steps per run; {a.repeats} repeats")
+    print(f"pipecut-run sides: {', '.join(SIDE_NAME[f] + ' (--stage-format ' + f + ')' for f in a.formats)}"
+          + (f"; {SIDE_NAME['aoti-rc']} (pipecut compile --train --recompute all) for {', '.join(rc_pairs)}"
+             if rc_pairs else ""))
     print(f"torch side: {a.torch_stages} stage modules; TorchScript graph executor optimization "
           f"{'ON' if a.torch_jit_optimize else 'off (as in pipecut-run)'}; step(return_outputs=False)")
 
@@ -382,17 +491,39 @@ def main():
                 "--master-port", str(U.free_port())] + extra
 
     ncpu = os.cpu_count() or 1
+    have_time = os.access("/usr/bin/time", os.X_OK)
 
-    def run_pipecut(d, procs, schedule, data, trace):
-        cmd = [runner, d, "--train", "--data", data, "--steps", str(K), "-m", str(a.microbatches),
-               "--schedule", schedule, "--optimizer", "sgd", "--lr", repr(a.lr), "--momentum", repr(a.momentum),
-               "--threads", str(a.threads), "--json", "-q", "--trace", trace]
-        if a.pin:
-            cmd = ["sh", "-c", f'exec taskset -c $((LOCAL_RANK % {ncpu})) "$0" "$@"'] + cmd
-        j = U.run_json(torchrun_cmd(procs, ["--no-python"] + cmd), env=env)
+    def run_pipecut(d, procs, schedule, data, trace, fmt, rss_base):
+        cmd = [runner, d, "--train", "--stage-format", fmt, "--data", data, "--steps", str(K),
+               "-m", str(a.microbatches), "--schedule", schedule, "--optimizer", "sgd", "--lr", repr(a.lr),
+               "--momentum", repr(a.momentum), "--threads", str(a.threads), "--json", "-q", "--trace", trace]
+        # Every torchrun child: [taskset -c CORE] (/usr/bin/time -f %M -o RSS.$RANK | python MAXRSS) pipecut-run ...
+        pin = f"taskset -c $((LOCAL_RANK % {ncpu})) " if a.pin else ""
+        out = shlex.quote(rss_base) + ".$RANK"
+        meter = (f"/usr/bin/time -f %M -o {out}" if have_time
+                 else f"{shlex.quote(sys.executable)} -c {shlex.quote(PY_MAXRSS)} {out}")
+        wrapped = ["sh", "-c", f'exec {pin}{meter} "$0" "$@"'] + cmd
+        for r in range(procs):
+            if os.path.exists(f"{rss_base}.{r}"):
+                os.remove(f"{rss_base}.{r}")
+        j = U.run_json(torchrun_cmd(procs, ["--no-python"] + wrapped), env=env)
         start_w, spans = pipecut_trace_times(trace, procs, K, a.warmup)
-        return {"losses": j["losses"], "steady_ms": sum(j["step_ms"][a.warmup:]), "all_ms": j["wall_ms"],
-                "busy_ms_per_rank": spans, "report": j}
+        rss = []
+        for r in range(procs):
+            with open(f"{rss_base}.{r}") as f:
+                rss.append(int(f.read().split()[-1]))
+        stats = sorted(j["stage_stats"], key=lambda s: s["stage"])
+        rank_busy = [sum(s["busy_ms"] for s in stats if s["rank"] == r) for r in range(procs)]
+        steady = sum(j["step_ms"][a.warmup:])
+        return {"losses": j["losses"], "steady_ms": steady, "all_ms": j["wall_ms"],
+                "busy_ms_per_rank": spans, "rss_kb_per_rank": rss, "report": j,
+                "bubble": j["bubble"]["measured"], "bubble_steady": max(0.0, 1 - sum(spans) / (procs * steady)),
+                "floor_steady": 1 - sum(spans) / (procs * max(spans)),
+                "floor_all": 1 - sum(rank_busy) / (procs * max(rank_busy)) if max(rank_busy) > 0 else 0.0,
+                "formats": sorted({s.get("format", "?") for s in stats}),
+                "saved": [s.get("saved_activation_bytes") for s in stats],
+                "for_w": [s.get("held_for_weights_bytes") for s in stats],
+                "command": " ".join(shlex.quote(x) for x in cmd)}
 
     def run_torch(d, procs, pair, data, state, stages_kind):
         cmd = torchrun_cmd(procs, [os.path.abspath(__file__), "--worker", "--pair", pair, "--dir", d, "--data", data,
@@ -408,6 +539,7 @@ def main():
                    "--seq", str(a.seq), "--mb-size", str(a.mb_size), "-m", str(a.microbatches), "--seed", str(a.seed)]
 
     with U.WorkDir(a.keep, "pipecut_train_vs_torch_pp_") as work:
+        cache = os.path.abspath(a.cache) if a.cache else os.path.join(work, "compile_cache")
         # -- model, exports, data ------------------------------------------------------------
         t0 = time.perf_counter()
         model = U.build_llama(a).train()
@@ -452,14 +584,14 @@ def main():
               f"eager {l_eager:.6f}, loss program {l_loss:.6f}, logits program + cross_entropy {l_logits:.6f}")
 
         # -- splits -------------------------------------------------------------------------
-        def split(pt2, prefix, n, out):
+        def split(pt2, prefix, n, out, fmt):
             spec = spec_for(prefix, a.layers, n)
             spec_path = out + ".spec.json"
             with open(spec_path, "w") as f:
                 json.dump(spec, f)
             if os.path.exists(out):
                 shutil.rmtree(out)
-            subprocess.run([pipecut, "split", pt2, "--spec", spec_path, "-o", out, "--format", "torchscript"],
+            subprocess.run([pipecut, "split", pt2, "--spec", spec_path, "-o", out, "--format", fmt],
                            check=True, stdout=subprocess.DEVNULL)
             with open(os.path.join(out, "manifest.json")) as f:
                 man = json.load(f)
@@ -482,7 +614,29 @@ def main():
             return bad, sum(len(list(torch.jit.load(os.path.join(dl, f"stage_{i:03d}.pt")).parameters()))
                             for i in range(n))
 
-        pairs, made = {}, set()
+        def compile_train(d, recompute):
+            """pipecut compile --train into d; None, or why it failed (the command and its error)."""
+            cmd = [pipecut, "compile", d, "--train", "--recompute", recompute, "--cache", cache, "--json"]
+            if a.compile_jobs:
+                cmd += ["-j", str(a.compile_jobs)]
+            t = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            secs = time.perf_counter() - t
+            if p.returncode != 0:
+                return f"exit {p.returncode}: {' '.join(shlex.quote(x) for x in cmd)}\n{(p.stderr or p.stdout)[-2000:]}"
+            try:
+                j = json.loads(p.stdout[p.stdout.find("{"):])
+                hows = [s["how"] for s in j["stages"]]
+                detail = ", ".join(f"{h} {hows.count(h)}" for h in sorted(set(hows)))
+            except (ValueError, KeyError):
+                detail = "?"
+            print(f"    pipecut compile --train --recompute {recompute} {os.path.basename(d)}: {secs:.1f}s "
+                  f"(stages {detail})", flush=True)
+            return None
+
+        pairs, made = {}, {}
+        need_aoti = "aoti" in a.formats
+        compile_failed = {}  # (pair, side) -> why
         for name in a.schedules:
             procs = a.stages if name == "1f1b" else a.zb_procs
             n = procs * PAIRS[name][2]
@@ -490,35 +644,57 @@ def main():
                 raise SystemExit(f"Schedule1F1B needs -m >= stages ({n})")
             key = f"s{n}"
             dl, dg = os.path.join(work, f"loss_{key}"), os.path.join(work, f"logits_{key}")
+            drc = dl + "_recompute_all"
             if n not in made:
-                made.add(n)
-                spec, _ = split(loss_pt2, "m.model.layers", n, dl)
-                split(logits_pt2, "model.layers", n, dg)
+                made[n] = {"aoti": None, "aoti-rc": None}
+                spec, _ = split(loss_pt2, "m.model.layers", n, dl, "torchscript,pt2" if need_aoti else "torchscript")
+                split(logits_pt2, "model.layers", n, dg, "torchscript")
                 bad, nparams = same_params(dl, dg, n)
                 print(f"  {n}-stage splits: spec {spec['split_points']}; loss split vs logits split: "
                       f"{'same parameters in every stage (' + str(nparams) + ' tensors, bitwise equal)' if not bad else 'DIFFERENT: ' + '; '.join(bad)}")
                 if bad:
                     raise SystemExit("the two splits do not hold the same weights")
-            pairs[name] = {"procs": procs, "stages": n, "loss_dir": dl, "logits_dir": dg}
+            if name in rc_pairs and not os.path.exists(os.path.join(drc, "manifest.json")):
+                if os.path.exists(drc):
+                    shutil.rmtree(drc)
+                shutil.copytree(dl, drc)  # the same split, before any compile
+            if need_aoti and made[n]["aoti"] is None:
+                made[n]["aoti"] = compile_train(dl, "none") or ""
+            if name in rc_pairs and made[n]["aoti-rc"] is None:
+                made[n]["aoti-rc"] = compile_train(drc, "all") or ""
+            sides = [f for f in a.formats] + (["aoti-rc"] if name in rc_pairs else []) + ["torch"]
+            for side in ("aoti", "aoti-rc"):
+                if side in sides and made[n][side]:
+                    compile_failed[(name, side)] = "pipecut compile failed: " + made[n][side]
+                    print(f"  {name}: {SIDE_NAME[side]} not run: {compile_failed[(name, side)]}", flush=True)
+            pairs[name] = {"procs": procs, "stages": n, "loss_dir": dl, "logits_dir": dg, "rc_dir": drc,
+                           "sides": sides}
 
         # -- runs ---------------------------------------------------------------------------
-        sides = ["pipecut", "torch"]
-        res = {(p, s): [] for p in pairs for s in sides}
-        failed = {}
+        res = {(p, s): [] for p in pairs for s in pairs[p]["sides"]}
+        failed = dict(compile_failed)  # (pair, side) -> why
         torch_kind = {p: a.torch_stages for p in pairs}
         print()
         print("steady samples/s per run (measured steps only; side order rotates each repeat):")
         for r in range(a.repeats):
             for name, info in pairs.items():
                 line = []
-                for side in U.rotated(sides, r):
-                    if side == "pipecut":
-                        trace = os.path.join(work, f"trace_{name}.json")
-                        j = run_pipecut(info["loss_dir"], info["procs"], PAIRS[name][0], data, trace)
-                    else:
-                        if name in failed:
+                for side in U.rotated(info["sides"], r):
+                    if (name, side) in failed:
+                        continue
+                    j = None
+                    if side != "torch":
+                        d = info["rc_dir"] if side == "aoti-rc" else info["loss_dir"]
+                        fmt = "aoti" if side.startswith("aoti") else "torchscript"
+                        trace = os.path.join(work, f"trace_{name}_{side}.json")
+                        try:
+                            j = run_pipecut(d, info["procs"], PAIRS[name][0], data, trace, fmt,
+                                            os.path.join(work, f"rss_{name}_{side}"))
+                        except (RuntimeError, OSError, KeyError, ValueError) as e:
+                            failed[(name, side)] = pipecut_failure(str(e))
+                            print(f"  {name}: {SIDE_NAME[side]} failed: {failed[(name, side)]}", flush=True)
                             continue
-                        j = None
+                    else:
                         while j is None:
                             try:
                                 j = run_torch(info["logits_dir"], info["procs"], name, data, state, torch_kind[name])
@@ -530,7 +706,7 @@ def main():
                                     torch_kind[name] = "eager"
                                     continue
                                 print(f"  torch {PAIRS[name][1]} failed: {why}", flush=True)
-                                failed[name] = why
+                                failed[(name, side)] = why
                                 break
                         if j is None:
                             continue
@@ -541,56 +717,162 @@ def main():
 
         # -- report -------------------------------------------------------------------------
         print()
+        summary = []
+        loss_fail = []
         for name, info in pairs.items():
-            pc, tp = res[(name, "pipecut")], res[(name, "torch")]
+            sides = [s for s in info["sides"] if res[(name, s)]]
             title = (f"{name}: pipecut-run --schedule {PAIRS[name][0]} vs torch {PAIRS[name][1]} "
                      f"({info['stages']} stages on {info['procs']} processes"
-                     + (f", torch on {torch_kind[name]} stage modules" if tp else "") + ")")
+                     + (f", torch on {torch_kind[name]} stage modules" if res[(name, 'torch')] else "") + ")")
             print(title)
-            if not tp:
-                print(f"  torch side did not run: {failed.get(name, '?')}")
-            lp = pc[0]["losses"]
-            lt = tp[0]["losses"] if tp else [float("nan")] * len(lp)
+            for s in info["sides"]:
+                if (name, s) in failed:
+                    print(f"  {SIDE_NAME[s]} did not run: {failed[(name, s)]}")
+            if not sides:
+                print()
+                continue
+            first = {s: res[(name, s)][0]["losses"] for s in sides}
+            K_ = len(next(iter(first.values())))
+            checks = [(x, y, tol) for x, y, tol in LOSS_CHECKS if x in first and y in first
+                      and not (x == "aoti" and y == "torch" and "torchscript" in first)]
             rows = []
-            for k, (x, y) in enumerate(zip(lp, lt)):
-                rows.append([k, f"{x:.6f}", f"{y:.6f}", f"{abs(x - y) / abs(y):.2e}" if tp else "-"])
-            print(U.table(["step", "pipecut loss", "torch loss", "rel diff"], rows))
-            if tp:
-                maxrel = max(abs(x - y) / abs(y) for x, y in zip(lp, lt))
-                drift = max(max(abs(u - v) for u, v in zip(j["losses"], lp)) for j in pc)
-                print(f"  max relative loss difference {maxrel:.2e}; pipecut losses identical across repeats: "
-                      f"{'yes' if drift == 0 else f'no (max abs diff {drift:.2e})'}")
-            headers = ["side", "samples/s med", "min", "max", "steps/s", "ms/step", "all steps samples/s",
-                       "per-rank ms/step"]
+            for k in range(K_):
+                row = [k] + [f"{first[s][k]:.6f}" for s in sides]
+                row += [f"{abs(first[x][k] - first[y][k]) / abs(first[y][k]):.2e}" for x, y, _ in checks]
+                rows.append(row)
+            print(U.table(["step"] + [f"{s} loss" for s in sides] + [f"{x}/{y} rel" for x, y, _ in checks], rows))
+            for x, y, tol in checks:
+                rel = max(abs(u - v) / abs(v) for u, v in zip(first[x], first[y]))
+                ok = rel <= tol
+                what = "identical" if rel == 0 else f"max relative difference {rel:.2e}"
+                print(f"  losses {SIDE_NAME[x]} vs {SIDE_NAME[y]}: {what} (tolerance {tol:g}: "
+                      f"{'ok' if ok else 'EXCEEDED'})")
+                if not ok:
+                    loss_fail.append(f"{name}: {x} vs {y} {rel:.2e} > {tol:g}")
+            for s in sides:
+                if s == "torch":
+                    continue
+                drift = max(max(abs(u - v) for u, v in zip(j["losses"], first[s])) for j in res[(name, s)])
+                if drift:
+                    print(f"  {SIDE_NAME[s]} losses differ across repeats (max abs diff {drift:.2e})")
+            headers = ["side", "samples/s med", "min", "max", "ms/step", "all steps samples/s",
+                       "per-rank compute ms/step", "bubble run", "bubble steady", "peak RSS MiB per rank"]
             rows = []
             thr = {}
-            for side, js in (("pipecut", pc), ("torch", tp)):
-                if not js:
-                    continue
+            for side in sides:
+                js = res[(name, side)]
                 t = [a.steps * B / (j["steady_ms"] / 1e3) for j in js]
                 allt = [K * B / (j["all_ms"] / 1e3) for j in js]
                 thr[side] = U.med(t)
                 busy = [U.med([j["busy_ms_per_rank"][r] for j in js]) / a.steps for r in range(info["procs"])]
-                rows.append([side, f"{U.med(t):.1f}", f"{min(t):.1f}", f"{max(t):.1f}", f"{U.med(t) / B:.2f}",
+                rss = [U.med([j["rss_kb_per_rank"][r] for j in js]) for r in range(info["procs"])]
+                pipe = side != "torch"
+                rows.append([side, f"{U.med(t):.1f}", f"{min(t):.1f}", f"{max(t):.1f}",
                              f"{U.med([j['steady_ms'] for j in js]) / a.steps:.1f}", f"{U.med(allt):.1f}",
-                             " / ".join(f"{b:.1f}" for b in busy)])
+                             " / ".join(f"{b:.1f}" for b in busy),
+                             f"{U.med([j['bubble'] for j in js]):.3f}" if pipe else "-",
+                             f"{U.med([j['bubble_steady'] for j in js]):.3f}" if pipe else "-",
+                             " / ".join(f"{mib(x):.0f}" for x in rss)])
             print(U.table(headers, rows))
-            if tp:
-                notes = sorted(set(sum((j.get("notes", []) for j in tp), [])))
+            for side in sides:
+                if side.startswith("aoti"):
+                    j0 = res[(name, side)][0]
+                    print(f"  {side}: stage formats {j0['formats']}; saved_activation_bytes per stage "
+                          + " / ".join("-" if b is None else str(b) for b in j0["saved"])
+                          + "; held_for_weights_bytes " + " / ".join("-" if b is None else str(b) for b in j0["for_w"]))
+            if res[(name, "torch")]:
+                notes = sorted(set(sum((j.get("notes", []) for j in res[(name, "torch")]), [])))
                 for n_ in notes:
                     print(f"  torch note: {n_}")
-            info["ratio"] = thr["pipecut"] / thr["torch"] if "torch" in thr else None
+            info["thr"] = thr
             print()
-        print("per-rank ms/step: torch = forward_one_chunk + loss_fn + backward(_weight)_one_chunk (compute only); "
-              "pipecut = the compute spans of its actions in the trace (waits excluded)")
+        print("per-rank compute ms/step: torch = forward_one_chunk + loss_fn + backward(_weight)_one_chunk; pipecut = "
+              "the compute spans of its actions in the trace (waits excluded). bubble run: the report's "
+              "bubble.measured (all steps, optimizer steps included); bubble steady: 1 - the trace's compute / "
+              "(ranks x measured steps' time). Peak RSS: /usr/bin/time -f %M of each pipecut-run, ru_maxrss of "
+              "each torch worker")
         print(f"load average at end {U.loadavg()}; total time {time.perf_counter() - t_start:.0f}s")
         print()
+
+        # -- summary ------------------------------------------------------------------------
+        def goal(x, g):
+            return f"goal >= {g}: {'met' if x >= g else 'NOT met'}"
+
         for name, info in pairs.items():
+            thr = info.get("thr", {})
             label = f"{PAIRS[name][0]} vs {PAIRS[name][1]}, {info['stages']} stages / {info['procs']} processes"
-            if info["ratio"] is None:
-                print(f"ratio pipecut-run / torch steady training throughput: n/a (torch failed)   [{label}]")
-            else:
-                print(f"ratio pipecut-run / torch steady training throughput = {info['ratio']:.2f}   [{label}]")
+            if "torchscript" in info["sides"]:
+                if "torchscript" in thr and "torch" in thr:
+                    print(f"ratio pipecut-run / torch steady training throughput = {thr['torchscript'] / thr['torch']:.2f}"
+                          f"   [TorchScript stages; {label}]")
+                else:
+                    print(f"ratio pipecut-run / torch steady training throughput: n/a (a side failed)   [{label}]")
+            if "aoti" in info["sides"]:
+                g = f"; {goal(thr['aoti'] / thr['torch'], GOAL_VS_TORCH)}" if name == "1f1b" and "aoti" in thr and "torch" in thr else ""
+                if "aoti" in thr and "torch" in thr:
+                    print(f"ratio compiled pipecut-run / torch steady training throughput = "
+                          f"{thr['aoti'] / thr['torch']:.2f} ({thr['aoti']:.1f} vs {thr['torch']:.1f} samples/s{g})"
+                          f"   [{label}]")
+                else:
+                    print(f"ratio compiled pipecut-run / torch: n/a (a side failed)   [{label}]")
+                if "torchscript" in info["sides"]:
+                    if "aoti" in thr and "torchscript" in thr:
+                        x = thr["aoti"] / thr["torchscript"]
+                        print(f"ratio compiled / TorchScript pipecut-run steady training throughput = {x:.2f} "
+                              f"({thr['aoti']:.1f} vs {thr['torchscript']:.1f} samples/s; {goal(x, GOAL_VS_SCRIPT)})"
+                              f"   [--schedule {PAIRS[name][0]}, {info['stages']} stages / {info['procs']} processes]")
+                    else:
+                        print(f"ratio compiled / TorchScript pipecut-run: n/a (a side failed)   [{PAIRS[name][0]}]")
+        for name, info in pairs.items():
+            sched = PAIRS[name][0]
+            formula, ideal = ideal_bubble(sched, info["procs"], a.microbatches)
+            got = [s for s in ("aoti", "torchscript") if res.get((name, s))]
+            if formula is None or not got:
+                continue
+            parts = []
+            for s in got:
+                js = res[(name, s)]
+                parts.append(f"{'compiled' if s == 'aoti' else 'TorchScript'} {U.med([j['bubble'] for j in js]):.3f} "
+                             f"(measured steps {U.med([j['bubble_steady'] for j in js]):.3f}, uneven-ranks floor "
+                             f"{U.med([j['floor_steady'] for j in js]):.3f})")
+            print(f"bubble {sched} ({info['stages']} stages on p = {info['procs']} ranks, m = {a.microbatches}): ideal "
+                  f"{formula} = {ideal:.3f}; measured (report, all steps) " + "; ".join(parts))
+        for name in rc_pairs:
+            info = pairs[name]
+            no, rc = res.get((name, "aoti")), res.get((name, "aoti-rc"))
+            if not no or not rc:
+                print(f"recompute all vs none [{PAIRS[name][0]}]: n/a (a side failed)")
+                continue
+            s0, s1 = no[0]["saved"], rc[0]["saved"]
+            per = " / ".join(f"{x} -> {y}" + (f" ({y / x:.3g}x)" if x and y is not None else "") for x, y in zip(s0, s1))
+            r0 = [U.med([j["rss_kb_per_rank"][r] for j in no]) for r in range(info["procs"])]
+            r1 = [U.med([j["rss_kb_per_rank"][r] for j in rc]) for r in range(info["procs"])]
+            rel = max(abs(u - v) / abs(v) for u, v in zip(rc[0]["losses"], no[0]["losses"]))
+            thr = info["thr"]
+            print(f"recompute all vs none [{PAIRS[name][0]}, {info['stages']} stages, compiled]: saved_activation_bytes "
+                  f"per stage {per}; peak RSS per rank " + " / ".join(f"{mib(x):.0f} -> {mib(y):.0f} MiB"
+                                                                     for x, y in zip(r0, r1))
+                  + f"; throughput {thr['aoti-rc'] / thr['aoti']:.2f}x; losses max relative difference {rel:.2e} "
+                  f"(within 1e-6: {'yes' if rel <= 1e-6 else 'NO'})")
+            # gpipe holds every micro-batch's activations until the backward: where recompute pays most.
+            try:
+                g = [run_pipecut(d, info["procs"], "gpipe", data, os.path.join(work, f"trace_gpipe_{tag}.json"), "aoti",
+                                 os.path.join(work, f"rss_gpipe_{tag}"))
+                     for d, tag in ((info["loss_dir"], "none"), (info["rc_dir"], "all"))]
+            except (RuntimeError, OSError, KeyError, ValueError) as e:
+                print(f"recompute all vs none [gpipe]: failed: {pipecut_failure(str(e))}")
+                continue
+            ms = [x["steady_ms"] / a.steps for x in g]
+            print(f"recompute all vs none [gpipe, every micro-batch held until the backward, one run each]: peak RSS "
+                  f"per rank " + " / ".join(f"{mib(x):.0f} -> {mib(y):.0f} MiB"
+                                            for x, y in zip(g[0]["rss_kb_per_rank"], g[1]["rss_kb_per_rank"]))
+                  + f" (M = {a.microbatches} micro-batches x saved_activation_bytes per stage "
+                  + " / ".join(f"{x} -> {y}" for x, y in zip(g[0]["saved"], g[1]["saved"]))
+                  + f"); {ms[0]:.1f} -> {ms[1]:.1f} ms/step")
+        bad_sides = sorted(f"{n}/{s}" for n, s in failed)
+        print(f"loss checks: {'all passed' if not loss_fail else 'FAILED: ' + '; '.join(loss_fail)}"
+              + (f"; sides that did not run: {', '.join(bad_sides)}" if bad_sides else ""))
+        return 1 if loss_fail or failed else 0
 
 
 if __name__ == "__main__":

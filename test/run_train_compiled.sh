@@ -125,8 +125,9 @@ if want_quick; then
 # Every stage reports what it ran and the bytes it held per micro-batch.
 report_field() { "$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2] and eval(sys.argv[2]))' "$@"; }
 if [[ $(report_field "$out/g2.sgd.zb1p.p1.json" '[s["format"] for s in r["stage_stats"]]') == "['aoti', 'aoti']" &&
-  $(report_field "$out/g2.sgd.zb1p.p1.json" 'all(s["saved_activation_bytes"] > 0 for s in r["stage_stats"])') == True ]]; then
-  ok; else bad "--json stage_stats: format aoti and saved_activation_bytes"; fi
+  $(report_field "$out/g2.sgd.zb1p.p1.json" 'all(s["saved_activation_bytes"] > 0 for s in r["stage_stats"])') == True &&
+  $(report_field "$out/g2.sgd.zb1p.p1.json" '[s["held_for_weights_bytes"] > 0 for s in r["stage_stats"]]') == "[False, True]" ]]; then
+  ok; else bad "--json stage_stats: format aoti, saved_activation_bytes, held_for_weights_bytes (0 for the one-B first stage)"; fi
 
 # A schedule as data: zb1p dumped, then run from the file: the same state, byte for byte.
 expect 0 "dump zb1p" -- "$run" "$g2" "${base[@]}" --steps 2 --schedule zb1p --dump-schedule "$out/zb1p.csv" \

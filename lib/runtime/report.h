@@ -16,9 +16,13 @@ struct StageStats {
   std::string format;   // what ran it: torchscript, pt2 or aoti (--stage-format auto resolved)
   double busyMs = 0;
   double busyFraction = 0;
-  // Training with compiled programs: the most bytes of activations held for
-  // one micro-batch between its F and its I/W; -1 where not known.
+  // Training with compiled programs, per micro-batch, -1 where not known:
+  // the most bytes held from its F to its backward (what F saves for I/W or
+  // B, stage inputs included: what --recompute trades), and from its I to
+  // its W (the values W reads: zero bubble's price, also paid, briefly,
+  // where W follows I at once; 0 for a stage with one B).
   int64_t savedActivationBytes = -1;
+  int64_t heldForWeightsBytes = -1;
 };
 
 // How idle a device was: 1 - busy / wall, on the rank's own wall clock. A

@@ -11,23 +11,25 @@ namespace pipecut::runtime {
 std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std::string& key,
                                          const std::map<uint32_t, double>& localBusy, const std::vector<int>& stageRank,
                                          const std::vector<c10::Device>& devices, double wallMs,
-                                         const std::map<uint32_t, int64_t>& localSaved) {
+                                         const std::map<uint32_t, HeldBytes>& localHeld) {
   std::map<uint32_t, double> busy = localBusy;
-  std::map<uint32_t, int64_t> saved = localSaved;
+  std::map<uint32_t, HeldBytes> held = localHeld;
   if (dist) {
+    // Bytes + 1, 0 where unknown: the store's numbers are non-negative (exact below 2^53).
+    auto encode = [](int64_t bytes) { return static_cast<double>(bytes) + 1; };
+    auto decode = [](double v) { return v > 0 ? static_cast<int64_t>(v) - 1 : int64_t{-1}; };
     for (const auto& [s, b] : localBusy) {
-      // Bytes + 1, 0 where unknown: the store's numbers are non-negative (exact below 2^53).
-      const double bytes = saved.count(s) ? static_cast<double>(saved[s]) + 1 : 0.0;
-      dist->put(key + "/" + std::to_string(s), control::encodeNumbers({b, bytes}));
+      const HeldBytes h = held.count(s) ? held[s] : HeldBytes{};
+      dist->put(key + "/" + std::to_string(s), control::encodeNumbers({b, encode(h.saved), encode(h.forWeights)}));
     }
     if (rank == 0)
       for (uint32_t s = 0; s < stageRank.size(); ++s) {
-        auto v = control::decodeNumbers(dist->get(key + "/" + std::to_string(s)), 2, true,
+        auto v = control::decodeNumbers(dist->get(key + "/" + std::to_string(s)), 3, true,
                                         "busy time of stage " + std::to_string(s));
-        if (v.size() != 2)
+        if (v.size() != 3)
           throw Error(ErrorKind::RankFailed, "", "rendezvous store", "the busy time of stage " + std::to_string(s) + " is missing");
         busy[s] = v[0];
-        if (v[1] > 0) saved[s] = static_cast<int64_t>(v[1]) - 1;
+        held[s] = {decode(v[1]), decode(v[2])};
       }
   }
   std::vector<StageStats> out;
@@ -38,7 +40,7 @@ std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std:
     ss.device = devices[s].str();
     ss.busyMs = busy.count(s) ? busy[s] : 0;
     ss.busyFraction = wallMs > 0 ? ss.busyMs / wallMs : 0;
-    if (saved.count(s)) ss.savedActivationBytes = saved[s];
+    if (held.count(s)) ss.savedActivationBytes = held[s].saved, ss.heldForWeightsBytes = held[s].forWeights;
     out.push_back(ss);
   }
   return out;

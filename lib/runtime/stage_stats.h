@@ -19,12 +19,17 @@ class DistContext;
 // busy milliseconds. Across processes (`dist` set) every rank publishes its
 // stages' under `key` in the store and rank 0 reads all of them (the others
 // report their own stages only, the rest as 0). `stageRank` and `devices`:
-// per stage, as reported. `localSaved`: this rank's stages'
-// savedActivationBytes where known (training), gathered the same way.
+// per stage, as reported. `localHeld`: this rank's stages'
+// savedActivationBytes and heldForWeightsBytes where known (training with
+// compiled programs), gathered the same way.
+struct HeldBytes {
+  int64_t saved = -1;
+  int64_t forWeights = -1;
+};
 std::vector<StageStats> gatherStageStats(DistContext* dist, int rank, const std::string& key,
                                          const std::map<uint32_t, double>& localBusy, const std::vector<int>& stageRank,
                                          const std::vector<c10::Device>& devices, double wallMs,
-                                         const std::map<uint32_t, int64_t>& localSaved = {});
+                                         const std::map<uint32_t, HeldBytes>& localHeld = {});
 
 // 1 - (sum of busy) / (lanes * wall): the share of `lanes` (stages, or
 // workers) that sat idle.

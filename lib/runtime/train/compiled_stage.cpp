@@ -92,7 +92,7 @@ class CompiledStage final : public StageCompute {
     const std::vector<const Program*> later = b_.package ? std::vector<const Program*>{&b_}
                                                          : std::vector<const Program*>{&i_, &w_};
     keepOnly(live, later);
-    held(live);
+    mostSaved_ = std::max(mostSaved_, bytesOf(live));
     live_[mb] = std::move(live);
     return outputs;
   }
@@ -115,7 +115,7 @@ class CompiledStage final : public StageCompute {
         else put(live.live, r.index, results[o]);
       }
       keepOnly(live, {&w_});
-      held(live);
+      mostForWeights_ = std::max(mostForWeights_, bytesOf(live));
       if (weightsToo) weights(mb);
     } else if (weightsToo) {
       weights(mb);
@@ -136,7 +136,8 @@ class CompiledStage final : public StageCompute {
     live_.erase(mb);
   }
 
-  int64_t savedActivationBytes() const override { return static_cast<int64_t>(mostHeld_); }
+  int64_t savedActivationBytes() const override { return static_cast<int64_t>(mostSaved_); }
+  int64_t heldForWeightsBytes() const override { return static_cast<int64_t>(mostForWeights_); }
 
   // Checks, once, that every reference resolves (the stage holds each named
   // tensor; gradients only of parameters; indices within the stage).
@@ -234,12 +235,12 @@ class CompiledStage final : public StageCompute {
     prune(live.tangents, Ref::Kind::Tangent);
   }
 
-  void held(const Live& live) {
+  static uint64_t bytesOf(const Live& live) {
     uint64_t bytes = 0;
     for (const auto* v : {&live.inputs, &live.saved, &live.live, &live.tangents})
       for (const at::Tensor& t : *v)
         if (t.defined()) bytes += t.nbytes();
-    mostHeld_ = std::max(mostHeld_, bytes);
+    return bytes;
   }
 
   const Stage& info_;
@@ -249,7 +250,7 @@ class CompiledStage final : public StageCompute {
   Program f_, i_, w_, b_;
   std::set<uint32_t> tangents_;  // outputs whose gradient the backward reads
   std::map<uint32_t, Live> live_;
-  uint64_t mostHeld_ = 0;
+  uint64_t mostSaved_ = 0, mostForWeights_ = 0;
 };
 
 std::string deviceKind(c10::Device d) { return d.is_cuda() ? "cuda" : d.is_cpu() ? "cpu" : c10::DeviceTypeName(d.type(), true); }

@@ -35,6 +35,7 @@ std::string trainReportJson(const TrainReport& r) {
                           {"peak_activations", i < r.peakActivations.size() ? r.peakActivations[i] : 0}};
     if (!s.format.empty()) row["format"] = s.format;
     if (s.savedActivationBytes >= 0) row["saved_activation_bytes"] = s.savedActivationBytes;
+    if (s.heldForWeightsBytes >= 0) row["held_for_weights_bytes"] = s.heldForWeightsBytes;
     j["stage_stats"].push_back(std::move(row));
   }
   j["plan"] = r.plan;

@@ -42,9 +42,11 @@ class StageCompute {
   virtual std::vector<at::Tensor> backward(uint32_t mb, std::vector<at::Tensor> outGrads, bool weightsToo) = 0;
   // W: the parameters' gradients, accumulated.
   virtual void weights(uint32_t mb) = 0;
-  // The most bytes of activations held for one micro-batch between its
-  // forward and its last backward; -1 where not known (autograd's graph).
+  // Per micro-batch, the most bytes held from its forward to its backward
+  // (stage inputs included), and from I to W (0 with one B); -1 where not
+  // known (autograd's graph). StageStats says what each is for.
   virtual int64_t savedActivationBytes() const { return -1; }
+  virtual int64_t heldForWeightsBytes() const { return -1; }
 };
 
 // `train` (the stage's parameters, whose .grad() the backward fills) must

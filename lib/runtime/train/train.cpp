@@ -645,10 +645,10 @@ class Trainer {
     // In one process the plan's workers are threads of rank 0.
     std::vector<int> stageRank = plan_.stageRank;
     if (world_ == 1) stageRank.assign(P_, 0);
-    std::map<uint32_t, int64_t> saved;
+    std::map<uint32_t, HeldBytes> held;
     for (const auto& [s, st] : stages_)
-      if (st->compute->savedActivationBytes() >= 0) saved[s] = st->compute->savedActivationBytes();
-    r.stageStats = gatherStageStats(dist_, rank_, "train/busy", busy, stageRank, devices_, r.wallMs, saved);
+      held[s] = {st->compute->savedActivationBytes(), st->compute->heldForWeightsBytes()};
+    r.stageStats = gatherStageStats(dist_, rank_, "train/busy", busy, stageRank, devices_, r.wallMs, held);
     for (auto& ss : r.stageStats) ss.format = o_.session.stageFormat == StageFormat::Aoti ? "aoti" : "torchscript";
     // Idle share of the workers (a worker runs its stages one at a time).
     r.bubbleMeasured = measuredBubble(r.stageStats, plan_.perRank.size(), r.wallMs);
