@@ -16,7 +16,7 @@ traceback above it).
    "grad_inputs": [k, ...],   (stage inputs that receive gradients)
    "recompute": "none" | "all" | PYTHON_REGEX,
    "outputs": {"F": F.pt2, "I": I.pt2, "W": W.pt2, "B": B.pt2}}
-      prints {"seconds": ..., "programs": {"F": SIG, "I": SIG, "W": SIG}
+      prints {"seconds": ..., "programs": {"F": SIG, "I": SIG, "W": SIG, "B": SIG}
               (or "F" and "B"), "saved_bytes": ..., "tangents": [...],
               "program_seconds": {"F": ..., ...}}
 
@@ -33,8 +33,11 @@ joint graph is then cut, by this file's own partition, into
   W: (live, saved, primals, tangents) -> parameter gradients   only the
      parameter branches: a value I computes that W needs is one of I's "live"
      outputs, never computed twice (torchtitan GraphPP's split_di_dw_graph);
-  B (no grad inputs: the first stage): (saved, primals, tangents) ->
-     parameter gradients; then only F and B are written.
+  B (saved, primals, tangents) -> (input gradients..., parameter
+     gradients): I and W as one program, for the schedules that run W right
+     after I; written for a stage with grad inputs when the request names
+     an output for it (it reads only what F saves for I and W: asserted), and
+     for a stage without (the first), which then gets only F and B.
 The loss stage is not special: its scalar output takes a tangent (1/M).
 
 Recomputation ("recompute"): "none" saves every forward value a backward
@@ -385,9 +388,11 @@ def recompute_rule(policy):
     return lambda node: any(pattern.fullmatch(p) for p in module_paths(node))
 
 
-def partition(j, policy):
+def partition(j, policy, fused_b=False):
     """{program: (inputs (nodes), outputs (nodes), computed (set))} and the
-    REFs of the values that pass between them."""
+    REFs of the values that pass between them. fused_b: a stage with input
+    gradients also gets B, I and W as one program, reading what F saves for
+    them (no value of its own)."""
     import operator
 
     import torch
@@ -432,6 +437,11 @@ def partition(j, policy):
         twice = [n.name for n in ci & cw if not is_cheap(n)]
         assert not twice, f"I and W would both compute {twice[:5]}"
         backward = {"I": (ci, ni, list(j.grad_input_nodes) + live), "W": (cw, nw, grad_nodes)}
+        if fused_b:
+            cb, nb, sb = plan(list(j.grad_input_nodes) + grad_nodes, set())
+            extra = [n.name for n in sb - set(saved)]
+            assert not extra, f"B would read values F does not save for I and W: {extra[:5]}"
+            backward["B"] = (cb, nb, list(j.grad_input_nodes) + grad_nodes)
     else:
         cb, nb, sb = plan(grad_nodes, set())
         saved, live = by_pos(sb), []
@@ -447,6 +457,8 @@ def partition(j, policy):
     for name, (computed, needed, outs) in backward.items():
         if name == "I":
             out_refs = [f"grad_input:{k}" for k in j.grad_inputs] + [ref_live[n] for n in live]
+        elif name == "B" and j.grad_inputs:
+            out_refs = [f"grad_input:{k}" for k in j.grad_inputs] + [f"grad:{fqn}" for fqn, _ in j.grad_param_nodes]
         else:
             out_refs = [f"grad:{fqn}" for fqn, _ in j.grad_param_nodes]
         refs_here = dict(ref)
@@ -558,7 +570,7 @@ def compile_train(req):
     options = {k: v for k, v in (req.get("options") or {}).items() if not k.startswith("pipecut.")}
     outputs = req["outputs"]
     j = trace_joint(ep, req, device)
-    programs, saved, ref, ref_live = partition(j, req.get("recompute", "none"))
+    programs, saved, ref, ref_live = partition(j, req.get("recompute", "none"), fused_b="B" in req["outputs"])
 
     # The stage inputs as the request describes them (the runtime passes
     # such: random floats, zero ids are as good as any for tracing).

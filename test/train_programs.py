@@ -146,49 +146,53 @@ def check_stage(python, source, outdir, tag, policies):
         seconds[label] = (time.monotonic() - t0, answer.get("program_seconds"))
         saved_bytes[label] = answer["saved_bytes"]
         progs = answer["programs"]
-        expect = ["F", "I", "W"] if grad_inputs else ["F", "B"]
+        expect = ["F", "I", "W", "B"] if grad_inputs else ["F", "B"]
         if sorted(progs) != sorted(expect):
             fail(f"{tag}.{label}: programs {sorted(progs)}, expected {expect}")
         if sorted(answer["tangents"]) != tangent_idx:
             fail(f"{tag}.{label}: tangents {answer['tangents']}, eager's outputs requiring grad are {tangent_idx}")
-        env = {f"param:{n}": p.detach() for n, p in params.items()}
-        env.update({f"buffer:{n}": t for n, t in tensors.items() if isinstance(t, torch.Tensor)})
-        env.update({f"input:{k}": x for k, x in enumerate(inputs)})
-        env.update({f"tangent:{k}": t for k, t in tangents.items()})
-        for name in expect:
-            sig = progs[name]
-            runner = torch._inductor.aoti_load_package(files[name])
-            if list(runner.get_constant_fqns()):
-                fail(f"{tag}.{label}.{name}: the package holds constants {list(runner.get_constant_fqns())[:3]}")
-            meta = runner.get_metadata()
-            if json.loads(meta.get("pipecut.train", "null")) != sig:
-                fail(f"{tag}.{label}.{name}: the package's pipecut.train metadata is not its SIG")
-            missing = [r for r in sig["inputs"] if r not in env]
-            if missing:
-                fail(f"{tag}.{label}.{name}: inputs {missing[:3]} are not available before {name} runs")
-            with torch.no_grad():
-                outs = runner(*[env[r].contiguous() for r in sig["inputs"]])
-            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-            if len(outs) != len(sig["outputs"]):
-                fail(f"{tag}.{label}.{name}: {len(outs)} outputs, SIG lists {len(sig['outputs'])}")
-            for r, t in zip(sig["outputs"], outs):
-                env[r] = t
-        for k, y in enumerate(ys):
-            close(f"{tag}.{label} output:{k}", env[f"output:{k}"], y.detach())
-            checks += 1
-        for k, g in want_gx.items():
-            want = g if g is not None else torch.zeros_like(xs[k])
-            close(f"{tag}.{label} grad_input:{k}", env[f"grad_input:{k}"], want)
-            checks += 1
-        for n, g in want_gp.items():
-            if g is None:
-                if f"grad:{n}" in env:
-                    close(f"{tag}.{label} grad:{n}", env[f"grad:{n}"], torch.zeros_like(params[n]))
-                continue
-            if f"grad:{n}" not in env:
-                fail(f"{tag}.{label}: no grad:{n}, eager's is not None")
-            close(f"{tag}.{label} grad:{n}", env[f"grad:{n}"], g)
-            checks += 1
+        base = {f"param:{n}": p.detach() for n, p in params.items()}
+        base.update({f"buffer:{n}": t for n, t in tensors.items() if isinstance(t, torch.Tensor)})
+        base.update({f"input:{k}": x for k, x in enumerate(inputs)})
+        base.update({f"tangent:{k}": t for k, t in tangents.items()})
+        # I then W, and B alone (I and W in one), each after the same F.
+        for order in (["F", "I", "W"], ["F", "B"]) if grad_inputs else (["F", "B"],):
+            env = dict(base)
+            for name in order:
+                sig = progs[name]
+                runner = torch._inductor.aoti_load_package(files[name])
+                if list(runner.get_constant_fqns()):
+                    fail(f"{tag}.{label}.{name}: the package holds constants {list(runner.get_constant_fqns())[:3]}")
+                meta = runner.get_metadata()
+                if json.loads(meta.get("pipecut.train", "null")) != sig:
+                    fail(f"{tag}.{label}.{name}: the package's pipecut.train metadata is not its SIG")
+                missing = [r for r in sig["inputs"] if r not in env]
+                if missing:
+                    fail(f"{tag}.{label}.{name}: inputs {missing[:3]} are not available before {name} runs")
+                with torch.no_grad():
+                    outs = runner(*[env[r].contiguous() for r in sig["inputs"]])
+                outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+                if len(outs) != len(sig["outputs"]):
+                    fail(f"{tag}.{label}.{name}: {len(outs)} outputs, SIG lists {len(sig['outputs'])}")
+                for r, t in zip(sig["outputs"], outs):
+                    env[r] = t
+            what = f"{tag}.{label}.{'+'.join(order)}"
+            for k, y in enumerate(ys):
+                close(f"{what} output:{k}", env[f"output:{k}"], y.detach())
+                checks += 1
+            for k, g in want_gx.items():
+                want = g if g is not None else torch.zeros_like(xs[k])
+                close(f"{what} grad_input:{k}", env[f"grad_input:{k}"], want)
+                checks += 1
+            for n, g in want_gp.items():
+                if g is None:
+                    if f"grad:{n}" in env:
+                        close(f"{what} grad:{n}", env[f"grad:{n}"], torch.zeros_like(params[n]))
+                    continue
+                if f"grad:{n}" not in env:
+                    fail(f"{what}: no grad:{n}, eager's is not None")
+                close(f"{what} grad:{n}", env[f"grad:{n}"], g)
+                checks += 1
     if "all" in saved_bytes and "none" in saved_bytes:
         a, n = saved_bytes["all"], saved_bytes["none"]
         if not a < n:
@@ -240,8 +244,8 @@ def check_dropout(python, binary, outdir, policies):
                                          outdir, tag)
         saved_bytes[label] = answer["saved_bytes"]
         progs = answer["programs"]
-        if sorted(progs) != ["F", "I", "W"]:
-            fail(f"{tag}: programs {sorted(progs)}, expected F, I, W")
+        if sorted(progs) != ["B", "F", "I", "W"]:
+            fail(f"{tag}: programs {sorted(progs)}, expected F, I, W, B")
         run = {k: torch._inductor.aoti_load_package(files[k]) for k in progs}
         env = {f"param:{n}": p for n, p in params.items()}
         env.update({"input:0": x, "tangent:0": tangents[0], "tangent:1": tangents[1]})
@@ -263,8 +267,6 @@ def check_dropout(python, binary, outdir, policies):
             fail(f"{tag}: two calls of F drew the same mask")
         h = torch.nn.functional.linear(x, params["lin1.weight"], params["lin1.bias"])
         close(f"{tag} output:0", d, h * mask * 2.0)
-        env.update(call("I"))
-        env.update(call("W"))
         # Eager with the mask F drew.
         xs = x.clone().requires_grad_(True)
         ps = {n: p.clone().requires_grad_(True) for n, p in params.items()}
@@ -272,10 +274,17 @@ def check_dropout(python, binary, outdir, policies):
         y = torch.nn.functional.linear(dd, ps["lin2.weight"], ps["lin2.bias"])
         close(f"{tag} output:1", env["output:1"], y.detach())
         grads = torch.autograd.grad([dd, y], [xs] + list(ps.values()), [tangents[0], tangents[1]])
-        close(f"{tag} grad_input:0", env["grad_input:0"], grads[0])
-        for n, g in zip(ps, grads[1:]):
-            close(f"{tag} grad:{n}", env[f"grad:{n}"], g)
-        checks += 4 + len(ps)
+        after_f = dict(env)
+        for order in (["I", "W"], ["B"]):
+            env = dict(after_f)
+            for name in order:
+                env.update(call(name))
+            what = f"{tag}.{'+'.join(order)}"
+            close(f"{what} grad_input:0", env["grad_input:0"], grads[0])
+            for n, g in zip(ps, grads[1:]):
+                close(f"{what} grad:{n}", env[f"grad:{n}"], g)
+            checks += 1 + len(ps)
+        checks += 3
     return checks, saved_bytes
 
 
@@ -307,7 +316,7 @@ def main():
                 total += checks
                 n_stages += 1
                 n_requests += len(saved)
-                n_packages += 3 * len(saved)
+                n_packages += 4 * len(saved)  # F, I, W, B
                 print(f"dropout: {checks} checks; saved_bytes " + ", ".join(f"{k} {v}" for k, v in saved.items()),
                       flush=True)
                 continue

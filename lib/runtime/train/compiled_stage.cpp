@@ -37,6 +37,9 @@ struct Program {
   bool reads(Ref::Kind kind, uint32_t index) const {
     return std::any_of(inputs.begin(), inputs.end(), [&](const Ref& r) { return r.kind == kind && r.index == index; });
   }
+  bool returns(Ref::Kind kind) const {
+    return std::any_of(outputs.begin(), outputs.end(), [&](const Ref& r) { return r.kind == kind; });
+  }
 };
 
 Ref parseRef(const std::string& text, const std::string& path, const std::string& where) {
@@ -68,12 +71,12 @@ class CompiledStage final : public StageCompute {
       : info_(info), train_(train), others_(std::move(others)) {
     f_ = std::move(programs.at("F"));
     if (programs.count("B")) b_ = std::move(programs.at("B"));
-    else i_ = std::move(programs.at("I")), w_ = std::move(programs.at("W"));
+    if (programs.count("I") && programs.count("W")) i_ = std::move(programs.at("I")), w_ = std::move(programs.at("W"));
     for (size_t i = 0; i < train_.params.size(); ++i) paramIndex_[train_.paramNames[i]] = i;
     for (size_t i = 0; i < train_.buffers.size(); ++i) others_[train_.bufferNames[i]] = train_.buffers[i];
-    const Program& first = b_.package ? b_ : i_;
-    for (const Ref& r : first.inputs)
-      if (r.kind == Ref::Kind::Tangent) tangents_.insert(r.index);
+    for (const Program* p : backwardPrograms())
+      for (const Ref& r : p->inputs)
+        if (r.kind == Ref::Kind::Tangent) tangents_.insert(r.index);
   }
 
   std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>&) override {
@@ -88,10 +91,8 @@ class CompiledStage final : public StageCompute {
     for (const at::Tensor& t : live.outputs) live.outputShapes.push_back({t.sizes().vec(), t.options()});
     std::vector<at::Tensor> outputs = std::move(live.outputs);
     live.outputs.clear();
-    // What the backward programs do not read goes now.
-    const std::vector<const Program*> later = b_.package ? std::vector<const Program*>{&b_}
-                                                         : std::vector<const Program*>{&i_, &w_};
-    keepOnly(live, later);
+    // What no backward program reads goes now.
+    keepOnly(live, backwardPrograms());
     mostSaved_ = std::max(mostSaved_, bytesOf(live));
     live_[mb] = std::move(live);
     return outputs;
@@ -107,33 +108,28 @@ class CompiledStage final : public StageCompute {
       put(live.tangents, o, g);
     }
     std::vector<at::Tensor> inGrads(info_.inputs.size());
-    if (i_.package) {
-      std::vector<at::Tensor> results = run(i_, live);
-      for (size_t o = 0; o < i_.outputs.size(); ++o) {
-        const Ref& r = i_.outputs[o];
-        if (r.kind == Ref::Kind::GradInput) inGrads.at(r.index) = results[o];
-        else put(live.live, r.index, results[o]);
-      }
-      keepOnly(live, {&w_});
-      mostForWeights_ = std::max(mostForWeights_, bytesOf(live));
-      if (weightsToo) weights(mb);
-    } else if (weightsToo) {
-      weights(mb);
+    // B (I and W as one program: nothing handed from one to the other)
+    // where the schedule runs W at once, or where the stage has no I.
+    if (b_.package && (weightsToo || !i_.package)) {
+      if (!weightsToo && !b_.returns(Ref::Kind::GradInput)) return inGrads;  // the first stage's I: W runs B
+      finish(mb, b_, &inGrads);
+      return inGrads;
     }
+    std::vector<at::Tensor> results = run(i_, live);
+    for (size_t o = 0; o < i_.outputs.size(); ++o) {
+      const Ref& r = i_.outputs[o];
+      if (r.kind == Ref::Kind::GradInput) inGrads.at(r.index) = results[o];
+      else put(live.live, r.index, results[o]);
+    }
+    keepOnly(live, {&w_});
+    mostForWeights_ = std::max(mostForWeights_, bytesOf(live));
+    if (weightsToo) weights(mb);
     return inGrads;
   }
 
   void weights(uint32_t mb) override {
-    Live& live = live_.at(mb);
-    const Program& p = b_.package ? b_ : w_;
-    std::vector<at::Tensor> results = run(p, live);
-    at::NoGradGuard noGrad;
-    for (size_t o = 0; o < p.outputs.size(); ++o) {
-      at::Tensor& acc = train_.params[paramIndex_.at(p.outputs[o].name)].mutable_grad();
-      if (acc.defined()) acc.add_(results[o]);
-      else acc = std::move(results[o]);
-    }
-    live_.erase(mb);
+    if (!live_.count(mb)) return;  // B ran at I
+    finish(mb, i_.package ? w_ : b_, nullptr);
   }
 
   int64_t savedActivationBytes() const override { return static_cast<int64_t>(mostSaved_); }
@@ -221,6 +217,32 @@ class CompiledStage final : public StageCompute {
       throw Error(ErrorKind::InvalidInput, p.path, "program " + p.name,
                   "returned " + std::to_string(out.size()) + " values, its signature lists " + std::to_string(p.outputs.size()));
     return out;
+  }
+
+  std::vector<const Program*> backwardPrograms() const {
+    std::vector<const Program*> out;
+    for (const Program* p : {&i_, &w_, &b_})
+      if (p->package) out.push_back(p);
+    return out;
+  }
+
+  // Runs W or B for micro-batch mb: parameter gradients accumulate (as
+  // AccumulateGrad would), input gradients (B) go to inGrads; then nothing
+  // of mb is held.
+  void finish(uint32_t mb, const Program& p, std::vector<at::Tensor>* inGrads) {
+    std::vector<at::Tensor> results = run(p, live_.at(mb));
+    at::NoGradGuard noGrad;
+    for (size_t o = 0; o < p.outputs.size(); ++o) {
+      const Ref& r = p.outputs[o];
+      if (r.kind == Ref::Kind::GradInput) {
+        if (inGrads) inGrads->at(r.index) = std::move(results[o]);
+        continue;
+      }
+      at::Tensor& acc = train_.params[paramIndex_.at(r.name)].mutable_grad();
+      if (acc.defined()) acc.add_(results[o]);
+      else acc = std::move(results[o]);
+    }
+    live_.erase(mb);
   }
 
   // Drops the values of `live` that none of `later` reads.

@@ -1,10 +1,12 @@
 #pragma once
 // Training through pipecut compile --train's programs: per stage an
-// AOTInductor package F (inputs, parameters -> outputs, saved values), and
-// either I (saved values, output gradients -> input gradients, W's live
-// values) and W (live values -> parameter gradients), or, for a stage no
-// input gradient leaves (the first), one B. Nothing records a graph: the
-// runtime holds the values each program lists and passes them on.
+// AOTInductor package F (inputs, parameters -> outputs, saved values), I
+// (saved values, output gradients -> input gradients, W's live values) and
+// W (live values -> parameter gradients), and B, I and W as one program
+// (saved values, output gradients -> both gradients), which runs where the
+// schedule's backward is one action (B; zb1p's I and W run apart); a stage
+// no input gradient leaves (the first) has only F and B. Nothing records a
+// graph: the runtime holds the values each program lists and passes them on.
 //
 // Each package says what its flat inputs and outputs are in its metadata
 // ("pipecut.train", scripts/train_compile.py): references into one
