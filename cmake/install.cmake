@@ -28,16 +28,15 @@ install(TARGETS pipecut pipecut-run pipecut_embed EXPORT pipecutTargets
 install(FILES lib/runtime/pipecut.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut)
 install(FILES
   lib/runtime/cpu_matmul.h
-  lib/runtime/generate/generate.h
   lib/runtime/inference.h
   lib/runtime/options.h
   lib/runtime/report.h
   lib/runtime/split_info.h
   lib/runtime/stage_format.h
-  lib/runtime/train/train.h
-  lib/runtime/train/schedule.h
   lib/runtime/transfer_probe.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/runtime)
+install(FILES lib/runtime/generate/generate.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/runtime/generate)
+install(FILES lib/runtime/train/train.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/runtime/train)
 install(FILES lib/support/error.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/support)
 install(FILES lib/weights/options.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipecut/weights)
 

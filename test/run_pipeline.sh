@@ -135,7 +135,7 @@ contains "no .pt hint" "run its .pt2 with --stage-format pt2"
 expect 1 "stage format usage" -- "$run" "$splits/mlp.2" --stage-format onnx --random-inputs
 contains "stage format message" "--stage-format: expected torchscript, pt2, aoti or auto"
 expect 1 "pt2 training" -- "$run" "$splits/mlp.2" --stage-format pt2 --train --data "$models/mlp.ref.safetensors"
-contains "pt2 training message" "--stage-format excludes --train"
+contains "pt2 training message" "--stage-format: --train runs torchscript (autograd) or aoti"
 expect 1 "pt2 profile" -- "$run" "$splits/mlp.2" --stage-format pt2 --profile "$out/p.json" --random-inputs
 contains "pt2 profile message" "--stage-format excludes --profile"
 # 1F1B order, several iterations, trace and JSON report.

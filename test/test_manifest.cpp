@@ -525,7 +525,7 @@ TEST_CASE("a compiled package's record: for format aoti only, from this stage's 
   }
   SECTION("a record on another format") {
     m.stages[0].files[1].compiled = m.stages[0].files[2].compiled;
-    refused(m, "stages[0].files[1].compiled", "is for format aoti only");
+    refused(m, "stages[0].files[1].compiled", "is for formats aoti and aoti-train only");
   }
   SECTION("an unknown device") {
     m.stages[0].files[2].compiled->device = "tpu";
@@ -548,6 +548,35 @@ TEST_CASE("a compiled package's record: for format aoti only, from this stage's 
     again.path = "stage_000.again.pt2";
     m.stages[0].files.push_back(again);
     refused(m, "stages[0].files[3].compiled.device", "a second package for cpu");
+  }
+  // pipecut compile --train's programs: one file per program, each a record.
+  auto trainFile = [&](const std::string& program) {
+    pipecut::StageFile f = m.stages[0].files[2];
+    f.format = "aoti-train";
+    f.path = "stage_000.train-cpu." + program + ".pt2";
+    f.compiled->program = program;
+    f.compiled->recompute = "all";
+    return f;
+  };
+  SECTION("training programs F, I, W and B beside the inference package round-trip") {
+    for (const char* p : {"F", "I", "W", "B"}) m.stages[0].files.push_back(trainFile(p));
+    CHECK(pipecut::manifestFromBinary(pipecut::manifestToBinary(m), "m.pb") == m);
+    CHECK(pipecut::manifestFromJson(pipecut::manifestToJson(m), "m.json") == m);
+  }
+  SECTION("a training program that is not F, I, W or B") {
+    m.stages[0].files.push_back(trainFile("X"));
+    refused(m, "stages[0].files[3].compiled.program", "'X': a training program is F, I, W or B");
+  }
+  SECTION("a program named on an inference package") {
+    m.stages[0].files[2].compiled->program = "F";
+    refused(m, "stages[0].files[2].compiled.program", "is for format aoti-train only");
+  }
+  SECTION("two F programs for one device") {
+    m.stages[0].files.push_back(trainFile("F"));
+    pipecut::StageFile again = trainFile("F");
+    again.path = "stage_000.train-cpu.F2.pt2";
+    m.stages[0].files.push_back(again);
+    refused(m, "stages[0].files[4].compiled.device", "a second package for cpu (program F)");
   }
 }
 
