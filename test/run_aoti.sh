@@ -590,7 +590,9 @@ expect 0 "generate over mixed formats" -- "$run" kv-mixed --generate --stage-for
 "$py" -c 'import json,sys; t=sys.argv[1]; j=json.loads(t[t.index("{"):]); assert [s["format"] for s in j["stage_stats"]] == ["aoti", "torchscript"], j' \
   "$LAST_LOG" && ok || bad "generate over mixed formats: --json's formats"
 
-# Training keeps TorchScript.
-expect 1 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q
+# Compiled training runs pipecut compile --train's programs (run_train_compiled);
+# inference packages of a program without a loss are refused, naming why.
+expect 2 "train with aoti" -- "$run" split --train --stage-format aoti --data "$mb4" -q
+contains "names the loss" "--train needs a program whose single output is a scalar loss"
 echo "run_aoti: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
