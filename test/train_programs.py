@@ -204,7 +204,7 @@ def check_stage(python, source, outdir, tag, policies):
     return checks, saved_bytes, seconds
 
 
-def check_dropout(python, binary, outdir, policies):
+def check_dropout(python, binary, outdir, labels):
     """Dropout: F draws a fresh mask each call; I and W (policy none and all)
     use the mask F drew. The reference is eager autograd with dropout replaced
     by that mask, which F's first output (the dropout's result) reveals."""
@@ -238,7 +238,7 @@ def check_dropout(python, binary, outdir, policies):
     gen = torch.Generator().manual_seed(2)
     tangents = {0: torch.randn(32, 16, generator=gen), 1: torch.randn(32, 8, generator=gen)}
     checks, saved_bytes = 0, {}
-    for label in ("none", "all"):
+    for label in labels:
         tag = f"dropout.{label}"
         answer, files = compile_programs(python, source, [{"dtype": "float32", "shape": [32, 16]}], [0], label,
                                          outdir, tag)
@@ -312,7 +312,8 @@ def main():
     try:
         for model in models:
             if model == "dropout":
-                checks, saved = check_dropout(sys.executable, binary, outdir, policies)
+                checks, saved = check_dropout(sys.executable, binary, outdir,
+                                              [w for w in wanted if w in ("none", "all")] or ["none", "all"])
                 total += checks
                 n_stages += 1
                 n_requests += len(saved)
