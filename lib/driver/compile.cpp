@@ -116,28 +116,9 @@ CompileResult compileDirectory(const CompileRequest& r) {
     throw Error(ErrorKind::Usage, "", "--device", "'" + r.device + "': expected cpu or cuda");
   const SplitDirectory split = openSplitDirectory(r.dir);
   const Manifest& m = split.manifest;
-  // Everything the new directory will hold comes from the manifest: a
-  // directory with other files in it is refused before any compiling.
-  support::Destination dst;
-  dst.path = r.dir;
-  dst.kind = support::StagedKind::Directory;
-  dst.what = "split directory";
-  dst.previousOutput = [](const fs::path& p) { return splitDirectoryInTheWay(p.string()); };
-  dst.inputs = {r.dir};
-  if (std::string inTheWay = splitDirectoryInTheWay(r.dir); !inTheWay.empty())
-    throw Error(ErrorKind::InvalidInput, r.dir, "",
-                inTheWay + "; pipecut compile rewrites the directory from its manifest and would drop what it does not list");
-  support::checkDestination(dst);
-
-  Cache cache;
-  cache.enabled = r.useCache;
-  cache.dir = fs::absolute(r.cacheDir.empty() ? defaultCompileCache() : r.cacheDir);
-  if (cache.enabled) {
-    std::error_code ec;
-    fs::path c = fs::weakly_canonical(cache.dir, ec), d = fs::weakly_canonical(r.dir, ec);
-    if (std::mismatch(d.begin(), d.end(), c.begin(), c.end()).first == d.end())
-      throw Error(ErrorKind::InvalidInput, cache.dir.string(), "--cache", "is inside the split directory " + r.dir);
-  }
+  // Everything the new directory will hold comes from the manifest.
+  const support::Destination dst = splitRewrite(r.dir);
+  const Cache cache = openCache(r);
 
   // CPU kernels take their OpenMP thread count when they run, not the
   // compiling machine's core count: pipecut-run's thread policy decides
@@ -156,13 +137,7 @@ CompileResult compileDirectory(const CompileRequest& r) {
                     ? Json{{"cpp.dynamic_threads", true}, {"aot_inductor.package_constants_in_so", false}}
                     : Json{{"aot_inductor.embed_kernel_binary", true}};
   if (!r.inductorConfig.empty()) {
-    Json given;
-    try {
-      given = Json::parse(r.inductorConfig);
-    } catch (const Json::exception& e) {
-      throw Error(ErrorKind::Usage, "", "--inductor-config", std::string("is not JSON: ") + e.what());
-    }
-    if (!given.is_object()) throw Error(ErrorKind::Usage, "", "--inductor-config", "expected a JSON object of Inductor settings");
+    const Json given = givenInductorConfig(r.inductorConfig);
     for (auto& [k, v] : given.items()) config[k] = v;
     // Freezing (weights prepacked for the kernels) and runtime constant
     // folding (`_FOLDED_CONST_*`, computed from the weights at first run)
@@ -290,77 +265,57 @@ CompileResult compileDirectory(const CompileRequest& r) {
 
     // Inductor's own cache beside ours (or, without ours, in a directory of
     // this run's): nothing lands in /tmp/torchinductor_$USER.
-    std::string inductorCache = env("TORCHINDUCTOR_CACHE_DIR");
-    std::optional<fs::path> scratch;
-    if (inductorCache.empty()) {
-      if (cache.enabled) {
-        inductorCache = (cache.dir / "inductor").string();
-      } else {
-        std::string tmpl = (fs::temp_directory_path() / "pipecut-compile-XXXXXX").string();
-        if (!::mkdtemp(tmpl.data())) throwOsError(tmpl, "create a scratch directory", errno);
-        scratch = tmpl;
-        inductorCache = tmpl;
-      }
-    }
+    ScratchDir scratch;
+    const std::string inductorCache = inductorCacheDir(cache, scratch);
     std::vector<double> seconds(plans.size(), 0);
     std::vector<uint64_t> parameterBytes;
     for (const StagePlan* p : compiles) parameterBytes.push_back(p->stage->parameterBytes);
     const unsigned jobs = r.jobs ? r.jobs : defaultJobs(parameterBytes, !weightless);
     std::mutex logMutex;
-    try {
-      support::parallelFor(compiles.size(), jobs, [&](size_t i) {
-        const StagePlan& p = *compiles[i];
-        const uint32_t s = p.stage->index;
-        {
-          std::lock_guard<std::mutex> lock(runningMutex);
-          running.push_back(s);
-        }
-        ScratchDir sourceCopy;
-        const fs::path source = compileSource(fs::absolute(fs::path(r.dir) / p.source->path), sourceCopy);
-        Json req = {{"mode", "compile"},
-                    {"source", source.string()},
-                    {"output", fs::absolute(tmp / p.name).string()},
-                    {"device", r.device},
-                    {"options", Json::parse(options)},
-                    {"inputs", exampleInputs(m, *p.stage)},
-                    {"symbols", symbolRanges(m, *p.stage)},
-                    {"state", stateOf(*p.stage)},
-                    {"external", externalOf(*p.stage)}};
-        support::ProcessResult res = runScript(py, kAotiCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
-        {
-          std::lock_guard<std::mutex> lock(runningMutex);
-          running.erase(std::find(running.begin(), running.end(), s));
-        }
-        if (r.verbose) {
-          std::lock_guard<std::mutex> lock(logMutex);
-          std::cerr << "pipecut: stage " << s << " compiler output:\n" << res.output << std::flush;
-        }
-        const std::string last = lastLine(res.output);
-        Json answer;
-        try {
-          answer = Json::parse(last);
-        } catch (const Json::exception&) {
-        }
-        std::error_code ec;
-        if (res.exitCode != 0 || !answer.is_object() || !fs::is_regular_file(tmp / p.name, ec)) {
-          std::string why = last.rfind("error: ", 0) == 0 ? last.substr(7)
-                            : res.signal           ? "the compiler was killed by signal " + std::to_string(res.signal)
-                                                   : "the compiler exited " + std::to_string(res.exitCode) + " without a package";
-          throw Error(ErrorKind::InvalidInput, (fs::path(r.dir) / p.source->path).string(), "stage " + std::to_string(s),
-                      "AOTInductor cannot compile it for " + r.device + ": " + why + (r.verbose ? "" : " (--verbose shows the compiler's output)"));
-        }
-        seconds[s] = answer.value("seconds", 0.0);
-        ++done;
-      });
-    } catch (...) {
+    support::parallelFor(compiles.size(), jobs, [&](size_t i) {
+      const StagePlan& p = *compiles[i];
+      const uint32_t s = p.stage->index;
+      {
+        std::lock_guard<std::mutex> lock(runningMutex);
+        running.push_back(s);
+      }
+      ScratchDir sourceCopy;
+      const fs::path source = compileSource(fs::absolute(fs::path(r.dir) / p.source->path), sourceCopy);
+      Json req = {{"mode", "compile"},
+                  {"source", source.string()},
+                  {"output", fs::absolute(tmp / p.name).string()},
+                  {"device", r.device},
+                  {"options", Json::parse(options)},
+                  {"inputs", exampleInputs(m, *p.stage)},
+                  {"symbols", symbolRanges(m, *p.stage)},
+                  {"state", stateOf(*p.stage)},
+                  {"external", externalOf(*p.stage)}};
+      support::ProcessResult res = runScript(py, kAotiCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
+      {
+        std::lock_guard<std::mutex> lock(runningMutex);
+        running.erase(std::find(running.begin(), running.end(), s));
+      }
+      if (r.verbose) {
+        std::lock_guard<std::mutex> lock(logMutex);
+        std::cerr << "pipecut: stage " << s << " compiler output:\n" << res.output << std::flush;
+      }
+      const std::string last = lastLine(res.output);
+      Json answer;
+      try {
+        answer = Json::parse(last);
+      } catch (const Json::exception&) {
+      }
       std::error_code ec;
-      if (scratch) fs::remove_all(*scratch, ec);
-      throw;
-    }
-    if (scratch) {
-      std::error_code ec;
-      fs::remove_all(*scratch, ec);
-    }
+      if (res.exitCode != 0 || !answer.is_object() || !fs::is_regular_file(tmp / p.name, ec)) {
+        std::string why = last.rfind("error: ", 0) == 0 ? last.substr(7)
+                          : res.signal           ? "the compiler was killed by signal " + std::to_string(res.signal)
+                                                 : "the compiler exited " + std::to_string(res.exitCode) + " without a package";
+        throw Error(ErrorKind::InvalidInput, (fs::path(r.dir) / p.source->path).string(), "stage " + std::to_string(s),
+                    "AOTInductor cannot compile it for " + r.device + ": " + why + (r.verbose ? "" : " (--verbose shows the compiler's output)"));
+      }
+      seconds[s] = answer.value("seconds", 0.0);
+      ++done;
+    });
 
     // The manifest: each stage's package for this device replaced by the new one.
     bool sha256 = true;  // packages get a SHA-256 when every other file has one (split --sha256)

@@ -15,6 +15,7 @@
 #include "driver/aoti_compile_script.h"
 #include "emit/libtorch_version.h"
 #include "ir/clone.h"
+#include "manifest/directory.h"
 #include "passes/pass_manager.h"
 #include "passes/unroll_map.h"
 #include "pt2/package.h"
@@ -221,6 +222,54 @@ std::string minutes(double s) {
 ScratchDir::~ScratchDir() {
   std::error_code ec;
   if (!path.empty()) fs::remove_all(path, ec);
+}
+
+Cache openCache(const CompileRequest& r) {
+  Cache cache;
+  cache.enabled = r.useCache;
+  cache.dir = fs::absolute(r.cacheDir.empty() ? defaultCompileCache() : r.cacheDir);
+  if (cache.enabled) {
+    std::error_code ec;
+    fs::path c = fs::weakly_canonical(cache.dir, ec), d = fs::weakly_canonical(r.dir, ec);
+    if (std::mismatch(d.begin(), d.end(), c.begin(), c.end()).first == d.end())
+      throw Error(ErrorKind::InvalidInput, cache.dir.string(), "--cache", "is inside the split directory " + r.dir);
+  }
+  return cache;
+}
+
+support::Destination splitRewrite(const std::string& dir) {
+  support::Destination dst;
+  dst.path = dir;
+  dst.kind = support::StagedKind::Directory;
+  dst.what = "split directory";
+  dst.previousOutput = [](const fs::path& p) { return splitDirectoryInTheWay(p.string()); };
+  dst.inputs = {dir};
+  if (std::string inTheWay = splitDirectoryInTheWay(dir); !inTheWay.empty())
+    throw Error(ErrorKind::InvalidInput, dir, "",
+                inTheWay + "; pipecut compile rewrites the directory from its manifest and would drop what it does not list");
+  support::checkDestination(dst);
+  return dst;
+}
+
+Json givenInductorConfig(const std::string& text) {
+  Json given;
+  try {
+    given = Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw Error(ErrorKind::Usage, "", "--inductor-config", std::string("is not JSON: ") + e.what());
+  }
+  if (!given.is_object()) throw Error(ErrorKind::Usage, "", "--inductor-config", "expected a JSON object of Inductor settings");
+  return given;
+}
+
+std::string inductorCacheDir(const Cache& cache, ScratchDir& scratch) {
+  std::string dir = env("TORCHINDUCTOR_CACHE_DIR");
+  if (!dir.empty()) return dir;
+  if (cache.enabled) return (cache.dir / "inductor").string();
+  std::string tmpl = (fs::temp_directory_path() / "pipecut-compile-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throwOsError(tmpl, "create a scratch directory", errno);
+  scratch.path = tmpl;
+  return tmpl;
 }
 
 std::optional<Json> Cache::find(const std::string& key) const {

@@ -13,6 +13,7 @@
 
 #include "driver/compile.h"
 #include "manifest/manifest.h"
+#include "support/staging.h"
 #include "support/subprocess.h"
 
 namespace pipecut::driver::compiling {
@@ -73,6 +74,23 @@ struct Cache {
   // Best effort: a full or read-only cache costs the next run a compile, not this one its result.
   void put(const std::string& key, const fs::path& package, const Json& rec) const;
 };
+
+// The package cache --cache / --no-cache name (defaultCompileCache);
+// refused (InvalidInput) inside the split directory `r.dir`, which compile
+// rewrites.
+Cache openCache(const CompileRequest& r);
+
+// The split directory as compile's destination, rewritten in one step from
+// its manifest: refused (InvalidInput) before any compiling when it holds
+// files the manifest does not list, which the rewrite would drop.
+support::Destination splitRewrite(const std::string& dir);
+
+// --inductor-config's text as a JSON object; a usage error otherwise.
+Json givenInductorConfig(const std::string& text);
+
+// Where Inductor keeps its own cache: $TORCHINDUCTOR_CACHE_DIR, else beside
+// the package cache, else `scratch`, made here (removed with it).
+std::string inductorCacheDir(const Cache& cache, ScratchDir& scratch);
 
 // Compiles at once as cores and memory allow (defaultCompileJobs).
 unsigned defaultJobs(const std::vector<uint64_t>& parameterBytes, bool weightsInside);

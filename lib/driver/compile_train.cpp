@@ -101,40 +101,17 @@ CompileResult compileTraining(const CompileRequest& r) {
   }
   const SplitDirectory split = openSplitDirectory(r.dir);
   const Manifest& m = split.manifest;
-  support::Destination dst;
-  dst.path = r.dir;
-  dst.kind = support::StagedKind::Directory;
-  dst.what = "split directory";
-  dst.previousOutput = [](const fs::path& p) { return splitDirectoryInTheWay(p.string()); };
-  dst.inputs = {r.dir};
-  if (std::string inTheWay = splitDirectoryInTheWay(r.dir); !inTheWay.empty())
-    throw Error(ErrorKind::InvalidInput, r.dir, "",
-                inTheWay + "; pipecut compile rewrites the directory from its manifest and would drop what it does not list");
-  support::checkDestination(dst);
+  const support::Destination dst = splitRewrite(r.dir);
   if (m.outputs.size() != 1 || !m.outputs[0].tensor.shape.empty())
     throw Error(ErrorKind::InvalidInput, r.dir, "manifest outputs",
                 "--train compiles a program whose single output is a scalar loss (as pipecut-run --train trains)");
 
-  Cache cache;
-  cache.enabled = r.useCache;
-  cache.dir = fs::absolute(r.cacheDir.empty() ? defaultCompileCache() : r.cacheDir);
-  if (cache.enabled) {
-    std::error_code ec;
-    fs::path c = fs::weakly_canonical(cache.dir, ec), d = fs::weakly_canonical(r.dir, ec);
-    if (std::mismatch(d.begin(), d.end(), c.begin(), c.end()).first == d.end())
-      throw Error(ErrorKind::InvalidInput, cache.dir.string(), "--cache", "is inside the split directory " + r.dir);
-  }
+  const Cache cache = openCache(r);
   // Every tensor is an input of the programs (the optimizer updates them):
   // the packages hold no weights, and nothing folds them.
   Json config = r.device == "cpu" ? Json{{"cpp.dynamic_threads", true}} : Json{{"aot_inductor.embed_kernel_binary", true}};
   if (!r.inductorConfig.empty()) {
-    Json given;
-    try {
-      given = Json::parse(r.inductorConfig);
-    } catch (const Json::exception& e) {
-      throw Error(ErrorKind::Usage, "", "--inductor-config", std::string("is not JSON: ") + e.what());
-    }
-    if (!given.is_object()) throw Error(ErrorKind::Usage, "", "--inductor-config", "expected a JSON object of Inductor settings");
+    const Json given = givenInductorConfig(r.inductorConfig);
     if (settingOn(given, "freezing"))
       throw Error(ErrorKind::Usage, "", "--inductor-config", "freezing folds weights into the package; training programs take them as inputs");
     for (auto& [k, v] : given.items()) config[k] = v;
@@ -233,18 +210,8 @@ CompileResult compileTraining(const CompileRequest& r) {
         if (u.from == Unit::From::Keep) linkOrCopy(fs::path(r.dir) / u.names.at(p), tmp / u.names.at(p));
         else if (u.from == Unit::From::Cache) linkOrCopy(cache.dir / (u.key + "." + p + ".pt2"), tmp / u.names.at(p));
       }
-    std::string inductorCache = env("TORCHINDUCTOR_CACHE_DIR");
     ScratchDir scratch;
-    if (inductorCache.empty()) {
-      if (cache.enabled) {
-        inductorCache = (cache.dir / "inductor").string();
-      } else {
-        std::string tmpl = (fs::temp_directory_path() / "pipecut-compile-XXXXXX").string();
-        if (!::mkdtemp(tmpl.data())) throwOsError(tmpl, "create a scratch directory", errno);
-        scratch.path = tmpl;
-        inductorCache = tmpl;
-      }
-    }
+    const std::string inductorCache = inductorCacheDir(cache, scratch);
     std::vector<uint64_t> parameterBytes;
     for (const Unit* u : compiles) parameterBytes.push_back(u->stage->parameterBytes);
     const unsigned jobs = r.jobs ? r.jobs : defaultJobs(parameterBytes, false);
