@@ -18,7 +18,7 @@ traceback above it).
    "outputs": {"F": F.pt2, "I": I.pt2, "W": W.pt2, "B": B.pt2}}
       prints {"seconds": ..., "programs": {"F": SIG, "I": SIG, "W": SIG, "B": SIG}
               (or "F" and "B"), "saved_bytes": ..., "tangents": [...],
-              "program_seconds": {"F": ..., ...}}
+              "program_seconds": {"F": ..., ...}, "seeded_random_ops": N}
 
 Programs. The joint graph of the stage (its forward, then torch.autograd.grad
 of the floating outputs that require grad, with their gradients, the
@@ -50,17 +50,27 @@ it by re.fullmatch, and saves the others. Whatever the policy, views and
 other aliases (t, view, expand, detach, ...) and factories without inputs
 (arange, full, ...) are recomputed, never saved: a saved value is never a
 view, and no program outputs an alias of its own inputs (an output that
-would be is cloned). Random ops (tagged nondeterministic_seeded: dropout's
-bernoulli, native_dropout, rand*, ...) are NEVER recomputed: their outputs
-are saved, so the forward and the backward see the same random values,
-whatever the policy (even "all").
+would be is cloned).
+
+Randomness. Dropout (dropout, native_dropout, feature_dropout, and SDPA's
+dropout_p through its math kernel), bernoulli, rand, randn and their _like
+forms are rewritten while tracing as pure functions of one seed (see
+SeededRandom), the "rng:0" input the runtime passes F and the backward
+programs alike: a backward program that recomputes a dropout rebuilds F's
+mask from it instead of reading a saved mask, so every policy gives the
+backward F's random values. Other random ops (tagged
+nondeterministic_seeded: alpha_dropout, normal, multinomial, a call with a
+generator, ...) are never recomputed: their outputs are saved, whatever the
+policy (even "all"). "seeded_random_ops" in the answer counts the
+rewritten ops.
 
 Signatures (SIG, in the answer and in each package's metadata under
 "pipecut.train"): {"program": "F"|"I"|"W"|"B", "inputs": [REF...],
 "outputs": [REF...]}, the programs' flat input and output lists. REF:
 "param:<fqn>", "buffer:<fqn>" (a buffer or lifted tensor constant of the
-.pt2), "input:<k>", "tangent:<k>" (gradient of stage output k), "output:<k>"
-(F), "saved:<j>" (F's j-th saved value), "live:<j>" (I's j-th live value),
+.pt2), "input:<k>", "tangent:<k>" (gradient of stage output k), "rng:0"
+(the micro-batch's random seed, an int64 scalar), "output:<k>" (F),
+"saved:<j>" (F's j-th saved value), "live:<j>" (I's j-th live value),
 "grad_input:<k>" (I), "grad:<fqn>" (W or B). F's outputs are
 output:0..n-1 then saved:0..; a parameter whose gradient is None (unused) has
 no grad: output; an unreached grad input's gradient is zeros. "tangents" in
@@ -248,6 +258,158 @@ def remove_inplace(gm):
         gm.recompile()
 
 
+# -------------------------------------------------------- seeded randomness
+
+MASK32 = 0xFFFFFFFF
+
+
+def _mul32(x, c):
+    """(x * c) mod 2**32 for 0 <= x < 2**32 and a constant c < 2**32, in
+    int64 without overflow: the partial products stay below 2**49."""
+    return (x * (c & 0xFFFF) + ((x * (c >> 16)) & 0xFFFF) * 65536) & MASK32
+
+
+def _mix32(x):
+    """A bijection on 32 bits with good avalanche (the "lowbias32" integer
+    hash); x is an int64 tensor or a Python int in [0, 2**32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+class SeededRandom:
+    """Rewrites the stage's random ops, while the joint graph is traced, as
+    pure functions of (seed, stream, element index). The seed is a program
+    input, "rng:0" (an int64 scalar; only its low 32 bits count): the
+    runtime draws one per micro-batch and step from --seed and hands the
+    same tensor to F and to the backward programs, as it hands them the
+    stage inputs. Each rewritten op takes the next stream number. A backward
+    program that recomputes a dropout (recompute "all" or a regex) rebuilds
+    F's mask from the seed instead of reading a saved mask: the RNG state
+    passes from F to I/B explicitly, and the draws depend on (seed, stream,
+    index) alone: not on threads, ranks, schedules or a resumed run.
+
+    The hash is plain int64 aten arithmetic, so CPU, CUDA and eager PyTorch
+    compute the same bits. Inductor's seeded prims (inductor_random) were
+    not used: outside Inductor they ignore their seed. Ops not listed in
+    rewrite() (alpha_dropout, normal, multinomial, a call with a generator,
+    ...) stay as they were: random, saved, never recomputed."""
+
+    def __init__(self, seed=None):
+        self.seed = seed  # the "rng:0" input (traced) or a tensor (eager)
+        self.streams = 0
+        self.rewritten = []
+
+    def bits(self, shape, device):
+        """32 random bits per element as int64, from a stream of their own."""
+        import math
+
+        import torch
+
+        n = math.prod(shape)
+        if n >= 2**32:
+            raise NotImplementedError(f"a random op of {n} elements (the seeded hash counts 2**32)")
+        stream = self.streams
+        self.streams += 1
+        seed = (self.seed & MASK32).to(device)
+        key = _mix32(seed ^ _mix32((stream * 0x9E3779B9 + 1) & MASK32))
+        index = torch.arange(n, dtype=torch.int64, device=device).reshape(shape)
+        return _mix32((_mix32(index ^ key) + key) & MASK32)
+
+    def uniform(self, shape, device, dtype):
+        """[0, 1) with as many bits as dtype holds exactly (24 for float32)."""
+        import math
+
+        import torch
+
+        width = min(32, 1 - int(math.log2(torch.finfo(dtype).eps)))  # float32: 24, bfloat16: 8
+        compute = torch.float64 if width > 24 else torch.float32
+        u = (self.bits(shape, device) >> (32 - width)).to(compute) * (2.0 ** -width)
+        return u.to(dtype)
+
+    def normal(self, shape, device, dtype):
+        import math
+
+        import torch
+
+        u1 = self.uniform(shape, device, torch.float32)
+        u2 = self.uniform(shape, device, torch.float32)
+        z = torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos((2.0 * math.pi) * u2)  # Box-Muller
+        return z.to(dtype)
+
+    def run(self, module, *args):
+        """module (a GraphModule) on args, its random ops rewritten (eager
+        too, with a seed tensor: a test's reference)."""
+        import torch
+
+        rng = self
+
+        class Seeded(torch.fx.Interpreter):
+            def call_function(self, target, args, kwargs):
+                value = rng.rewrite(target, args, kwargs)
+                return super().call_function(target, args, kwargs) if value is NotImplemented else value
+
+        return Seeded(module).run(*args)
+
+    def rewrite(self, target, args, kwargs):
+        """The op's value computed from the seed, or NotImplemented (the op
+        runs as it is)."""
+        import torch
+
+        aten = torch.ops.aten
+        if not isinstance(target, torch._ops.OpOverload):
+            return NotImplemented
+        a = dict(zip((x.name for x in target._schema.arguments), args))
+        a.update(kwargs)
+        if a.get("generator") is not None:
+            return NotImplemented
+        if target in (aten.dropout.default, aten.feature_dropout.default, aten.native_dropout.default):
+            x, p, train = a["input"], float(a["p"]), a.get("train")
+            if train is False or not 0.0 < p < 1.0:
+                return NotImplemented  # deterministic: identity, or zeros
+            shape = tuple(x.shape)
+            if target is aten.feature_dropout.default:
+                shape = shape[:2] + (1,) * (x.dim() - 2)  # one draw per channel
+            keep = self.uniform(shape, x.device, torch.float32) < 1.0 - p
+            self.rewritten.append(str(target))
+            if target is aten.native_dropout.default:
+                return x * keep.to(x.dtype) * (1.0 / (1.0 - p)), keep
+            return x * (keep.to(x.dtype) / (1.0 - p))  # aten's dropout: input * (mask / (1 - p))
+        if target in (aten.bernoulli.p, aten.bernoulli.default):
+            x = a["self"]
+            p = a.get("p", 0.5) if target is aten.bernoulli.p else x
+            self.rewritten.append(str(target))
+            return (self.uniform(tuple(x.shape), x.device, torch.float32) < p).to(x.dtype)
+        if target in (aten.rand_like.default, aten.randn_like.default):
+            x = a["self"]
+            dtype, device = a.get("dtype") or x.dtype, a.get("device") or x.device
+            draw = self.uniform if target is aten.rand_like.default else self.normal
+            self.rewritten.append(str(target))
+            return draw(tuple(x.shape), device, dtype)
+        if target in (aten.rand.default, aten.randn.default):
+            dtype = a.get("dtype") or torch.get_default_dtype()
+            device = a.get("device") or torch.device("cpu")
+            draw = self.uniform if target is aten.rand.default else self.normal
+            self.rewritten.append(str(target))
+            return draw(tuple(int(d) for d in a["size"]), device, dtype)
+        if target is aten.scaled_dot_product_attention.default and float(a.get("dropout_p", 0.0)) > 0.0:
+            # The math kernel with the mask drawn here (the fused kernels draw
+            # their own).
+            q, k, p = a["query"], a["key"], float(a["dropout_p"])
+            keep = self.uniform(tuple(q.shape[:-1]) + (k.shape[-2],), q.device, torch.float32) < 1.0 - p
+            extra = {n: a[n] for n in ("scale", "enable_gqa") if n in a}
+            self.rewritten.append(str(target))
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Dropout mask should only be used")
+                return aten._scaled_dot_product_attention_math(
+                    q, k, a["value"], a.get("attn_mask"), p, bool(a.get("is_causal", False)), keep, **extra)[0]
+        return NotImplemented
+
+
 # ------------------------------------------------------------------ tracing
 
 class Joint:
@@ -291,8 +453,11 @@ def trace_joint(ep, req, device):
     tangent_specs = [(k, v) for k, v in enumerate(out_vals)
                      if isinstance(v, torch.Tensor) and v.dtype.is_floating_point]
     tangents = [torch.zeros(v.shape, dtype=v.dtype, device=device) for _, v in tangent_specs]
+    seed = torch.zeros((), dtype=torch.int64, device=device)
 
     inner = ep.module()
+
+    rng = SeededRandom()
 
     class Stage(torch.nn.Module):
         def __init__(self):
@@ -303,13 +468,15 @@ def trace_joint(ep, req, device):
             # The stage graph node by node, each node's meta (nn_module_stack)
             # current while it runs, so that make_fx copies it.
             with fx_traceback.preserve_node_meta():
-                return torch.fx.Interpreter(self.inner).run(*args)
+                return rng.run(self.inner, *args)
 
     stage = Stage()
     info = {"tangents": []}
 
-    def joint(params, buffers, inputs, tangents):
+    def joint(params, buffers, inputs, tangents, seed):
         from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        rng.seed = seed
 
         state = {"inner." + n: t for n, t in zip(param_names, params)}
         state.update({"inner." + n: t for n, t in zip(buffer_names, buffers)})
@@ -335,7 +502,7 @@ def trace_joint(ep, req, device):
         info["n_outputs"] = len(outs)
         return list(outs) + gx + [g for g in gp if g is not None]
 
-    gm = make_fx(joint, tracing_mode="fake")(params, buffers, inputs, tangents)
+    gm = make_fx(joint, tracing_mode="fake")(params, buffers, inputs, tangents, seed)
     remove_inplace(gm)
 
     j = Joint()
@@ -344,7 +511,7 @@ def trace_joint(ep, req, device):
     j.pos = {n: i for i, n in enumerate(j.nodes)}
     placeholders = [n for n in j.nodes if n.op == "placeholder"]
     refs = ([f"param:{n}" for n in param_names] + [f"buffer:{n}" for n in buffer_names]
-            + [f"input:{k}" for k in range(len(inputs))] + [f"tangent:{k}" for k, _ in tangent_specs])
+            + [f"input:{k}" for k in range(len(inputs))] + [f"tangent:{k}" for k, _ in tangent_specs] + ["rng:0"])
     assert len(refs) == len(placeholders), (len(refs), len(placeholders))
     j.ref = dict(zip(placeholders, refs))
     tangent_nodes = {n for n, r in j.ref.items() if r.startswith("tangent:")}
@@ -357,6 +524,7 @@ def trace_joint(ep, req, device):
     j.grad_param_nodes = list(zip(info["params_with_grad"], outputs[n_out + len(grad_inputs):]))
     j.grad_inputs = grad_inputs
     j.tangents = info["tangents"]
+    j.seeded = list(rng.rewritten)
     # Forward nodes: those traced before autograd.grad ran.
     fwd = None
     if info["boundary"] is not None:
@@ -470,8 +638,8 @@ def partition(j, policy, fused_b=False):
 
 
 def order_inputs(j, needed, ref, live):
-    """A program's inputs: live, saved, params, buffers, inputs, tangents."""
-    rank = {"live": 0, "saved": 1, "param": 2, "buffer": 3, "input": 4, "tangent": 5}
+    """A program's inputs: live, saved, params, buffers, inputs, rng, tangents."""
+    rank = {"live": 0, "saved": 1, "param": 2, "buffer": 3, "input": 4, "rng": 5, "tangent": 6}
 
     def key(n):
         r = live.get(n) or ref[n]
@@ -607,7 +775,7 @@ def compile_train(req):
         v = n.meta["val"]
         saved_bytes += v.numel() * v.element_size()
     return {"seconds": round(time.monotonic() - start, 3), "programs": sigs, "saved_bytes": int(saved_bytes),
-            "tangents": list(j.tangents), "program_seconds": seconds}
+            "tangents": list(j.tangents), "program_seconds": seconds, "seeded_random_ops": len(j.seeded)}
 
 
 def main():

@@ -9,13 +9,14 @@
 # otherwise than eager's). Also: resume equals an uninterrupted run byte for
 # byte; a schedule CSV trains what the built-in schedule does, byte for byte;
 # --recompute all and a per-layer REGEX train the same losses with fewer
-# saved bytes (--json saved_activation_bytes); torchrun --no-python; refusals.
+# saved bytes (--json saved_activation_bytes); torchrun --no-python; refusals;
+# dropout drawn from (--seed, step, stage, micro-batch) alone.
 #
 # PIPECUT_TEST_PART (test/test_part.sh): quick (the quick tier, and the
 # newest torch's pass) the GPT-2 split only: three schedules in one process
 # and one on 2 ranks, --json's fields, schedule CSVs, resume, the refusals;
 # rest (what the full tier adds) the other schedules and the Llama split,
-# the multi-rank matrix, torchrun and recompute; all (by hand) both.
+# the multi-rank matrix, torchrun, recompute and dropout; all (by hand) both.
 set -uo pipefail
 pipecut=$1 run=$2 python=$3 src=$4 out=$5 port=${6:-29850}
 cache=${7:-$out/cache}  # the compile cache: the quick and the full entries share theirs
@@ -162,6 +163,25 @@ if cmp -s "$out/resume.full.ckpt/stage_000.safetensors" "$out/resume.rest.ckpt/s
 expect 2 "a split without training programs" -- "$run" "$out/plain" "${base[@]}" --steps 1
 contains "names the stage" "stage 0: has no training programs for cpu"
 contains "says how to make them" "pipecut compile $out/plain --train --device cpu"
+# A damaged or forged package (its signature rewritten; --no-verify, as a
+# package whose manifest record was rewritten too would pass the digests).
+for how in garbled missing program param kind outputs; do
+  program=W
+  [[ $how == param ]] && program=F
+  rm -rf "$out/tampered" && cp -r "$g2" "$out/tampered" &&
+    "$python" "$src/test/tamper_train_package.py" "$out/tampered/stage_001.train-cpu.$program.pt2" "$how" ||
+    bad "tamper with a package ($how)"
+  expect 2 "a package whose signature is $how" -- "$run" "$out/tampered" "${base[@]}" --steps 1 --schedule zb1p --no-verify
+  case $how in
+    garbled) contains "names the package" "$out/tampered/stage_001.train-cpu.W.pt2: stage 1: has a pipecut.train signature pipecut cannot read" ;;
+    missing) contains "names the package" "$out/tampered/stage_001.train-cpu.W.pt2: stage 1: is not a training program (its metadata has no pipecut.train)" ;;
+    program) contains "says the program differs" "stage_001.train-cpu.W.pt2: stage 1: has a pipecut.train signature pipecut cannot read: another program" ;;
+    param) contains "names the parameter" "stage_001.train-cpu.F.pt2: program F: reads parameter 'm.not_trained', which the stage does not train; compile the stage again" ;;
+    kind) contains "names the reference" "stage_001.train-cpu.W.pt2: stage 1: 'weight:0' is not a value of a training program; compile it again" ;;
+    outputs) contains "counts the values" "stage_001.train-cpu.W.pt2: program W: returned "
+             contains "says what the signature lists" " values, its signature lists " ;;
+  esac
+done
 expect 1 "--train --stage-format pt2" -- "$run" "$g2" --train --stage-format pt2 --data "$train/gpt2_loss.data.safetensors"
 contains "names the formats" "--train runs torchscript (autograd) or aoti"
 # Usage errors exit 1, as every flag error does.
@@ -194,6 +214,74 @@ for s in range(len(saved[0])):
 assert sum(saved[1]) < sum(saved[0]), saved
 EOF
   then ok; else bad "recompute: the same losses with fewer saved bytes"; fi
+fi
+
+if [[ $part != quick ]]; then
+  # Dropout: the tied GPT-2 with every dropout at 0.1 (attention's through
+  # SDPA's dropout_p), exported here. Its draws are a function of (--seed,
+  # step, stage, micro-batch): the same bytes from one process under 1f1b
+  # and from 2 ranks under zb1p, and after a resume; --recompute all
+  # rebuilds F's masks from the seed (the same losses as saving them, stage
+  # 0 holding only its inputs and the seed); another --seed draws others.
+  if "$python" - "$src" "$out/dropout.pt2" >"$out/dropout.export.log" 2>&1 <<'EOF'
+import sys
+import torch
+sys.path[:0] = [sys.argv[1] + "/scripts", sys.argv[1] + "/scripts/fixtures"]
+from generate import build_gpt2
+from train_refs import WithLoss
+torch.manual_seed(31)
+m = build_gpt2()[0]
+for mod in m.modules():
+    if isinstance(mod, torch.nn.Dropout):
+        mod.p = 0.1
+ids = torch.zeros(2, 8, dtype=torch.int64)
+torch.export.save(torch.export.export(WithLoss(m).train(), (ids, ids)), sys.argv[2])
+EOF
+  then
+    for policy in none all; do
+      "$pipecut" split "$out/dropout.pt2" --spec "$train/gpt2_loss.2.json" --format pt2 -o "$out/drop.$policy" -q \
+        >/dev/null && "$pipecut" compile "$out/drop.$policy" --train --recompute "$policy" --cache "$cache" -q \
+        >"$out/drop.$policy.log" 2>&1 || { bad "split and compile the dropout GPT-2 (--recompute $policy)"; tail -3 "$out/drop.$policy.log"; }
+    done
+    drop() {  # drop NAME DIR FLAGS...: one training run, its report in $out/NAME.json
+      local name=$1 dir=$2; shift 2
+      "$run" "$out/$dir" "${base[@]}" "$@" >"$out/$name.json" 2>"$out/$name.err" || {
+        bad "dropout run $name"; tail -3 "$out/$name.err"; }
+    }
+    drop drop.1f1b drop.all --steps 4 --schedule 1f1b --save-checkpoint "$out/drop.1f1b.ckpt"
+    drop drop.none drop.none --steps 4 --schedule 1f1b
+    drop drop.seed1 drop.all --steps 4 --schedule 1f1b --seed 1
+    drop drop.first drop.all --schedule 1f1b --steps 2 --save-checkpoint "$out/drop.first.ckpt"
+    drop drop.rest drop.all --schedule 1f1b --steps 2 --load-checkpoint "$out/drop.first.ckpt" \
+      --save-checkpoint "$out/drop.rest.ckpt"
+    port=$((port + 1)) pids=()
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$run" "$out/drop.all" \
+        "${base[@]}" --steps 4 --schedule zb1p --timeout 60 --backend gloo --save-checkpoint "$out/drop.ranks.ckpt" \
+        >"$out/drop.ranks.$r.json" 2>"$out/drop.ranks.$r.err" &
+      pids+=($!)
+    done
+    for r in 0 1; do wait "${pids[$r]}" || bad "dropout on 2 ranks (rank $r)"; done
+    same_state() { cmp -s "$1/stage_000.safetensors" "$2/stage_000.safetensors" && cmp -s "$1/stage_001.safetensors" "$2/stage_001.safetensors"; }
+    if same_state "$out/drop.1f1b.ckpt" "$out/drop.ranks.ckpt"; then ok; else
+      bad "dropout: 2 ranks under zb1p train other bytes than one process under 1f1b"; fi
+    if same_state "$out/drop.1f1b.ckpt" "$out/drop.rest.ckpt"; then ok; else
+      bad "dropout: a resumed run differs from an uninterrupted one"; fi
+    if "$python" - "$out" <<'EOF'
+import json, sys
+r = {n: json.load(open(f"{sys.argv[1]}/drop.{n}.json")) for n in ("1f1b", "none", "seed1")}
+every, none, seed1 = r["1f1b"]["losses"], r["none"]["losses"], r["seed1"]["losses"]
+assert all(abs(a - b) <= 1e-6 * abs(a) for a, b in zip(none, every)), ("recompute all vs none", every, none)
+assert all(abs(a - b) > 1e-6 * abs(a) for a, b in zip(seed1, every)), ("--seed 1 vs 0", every, seed1)
+saved = [[s["saved_activation_bytes"] for s in r[n]["stage_stats"]] for n in ("none", "1f1b")]
+# Stage 0 under all holds its one input (input_ids, int64 [2, 8]) and the 8-byte seed.
+assert saved[1][0] == 2 * 8 * 8 + 8 and all(a < n for a, n in zip(saved[1], saved[0])), saved
+print("dropout saved bytes (none, all):", saved)
+EOF
+    then ok; else bad "dropout: recompute all trains what none does, --seed 1 other losses, fewer saved bytes"; fi
+  else
+    bad "export the dropout GPT-2"; tail -3 "$out/dropout.export.log"
+  fi
 fi
 
 echo "run_train_compiled: $pass passed, $fail failed"

@@ -94,13 +94,16 @@ def compile_programs(python, source, inputs, grad_inputs, policy, outdir, tag):
     return json.loads(last), outputs
 
 
-def close(name, got, want):
+def close(name, got, want, relative_atol=False):
+    """relative_atol: atol is ATOL times the largest |want| (gradients
+    summed from values far larger than their result)."""
     import torch
 
     if got.shape != want.shape or got.dtype != want.dtype:
         fail(f"{name}: {got.dtype}{list(got.shape)} where eager gives {want.dtype}{list(want.shape)}")
     if want.is_floating_point():
-        if not torch.allclose(got, want, rtol=RTOL, atol=ATOL):
+        atol = ATOL * max(1.0, want.abs().max().item()) if relative_atol else ATOL
+        if not torch.allclose(got, want, rtol=RTOL, atol=atol):
             err = (got - want).abs().max().item()
             fail(f"{name}: differs from eager by up to {err:.3g} (max |eager| {want.abs().max().item():.3g})")
     elif not torch.equal(got, want):
@@ -204,21 +207,50 @@ def check_stage(python, source, outdir, tag, policies):
     return checks, saved_bytes, seconds
 
 
+def _Run(module, rng):
+    """module as an nn.Module whose forward runs it through rng (a
+    train_compile.SeededRandom), for torch.func.functional_call."""
+    import torch
+
+    class Run(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = module
+
+        def forward(self, *args):
+            return rng.run(self.m, *args)
+
+    return Run()
+
+
 def check_dropout(python, binary, outdir, labels):
-    """Dropout: F draws a fresh mask each call; I and W (policy none and all)
-    use the mask F drew. The reference is eager autograd with dropout replaced
-    by that mask, which F's first output (the dropout's result) reveals."""
+    """Random ops: a stage with Dropout, Dropout2d, SDPA's dropout_p and
+    randn_like noise, whose draws are a function of the "rng:0" input
+    alone: F with one seed twice gives the same bits, with another seed
+    other masks; I and W, and B, rebuild F's random values from the same
+    seed (recompute "all": F saves nothing) or read the values F saved
+    ("none"). The reference is eager autograd on the stage's ep.module()
+    run through train_compile's SeededRandom with that seed: every
+    rewritten op, the same draws."""
     import torch
     import torch.nn as nn
+    import torch.nn.functional as F
+
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import train_compile
 
     class Dropped(nn.Module):
         def __init__(self):
             super().__init__()
             self.lin1, self.drop, self.lin2 = nn.Linear(16, 16), nn.Dropout(0.5), nn.Linear(16, 8)
+            self.drop2d = nn.Dropout2d(0.25)
 
         def forward(self, x):
             d = self.drop(self.lin1(x))
-            return d, self.lin2(d)
+            q = d.reshape(2, 2, 8, 16)
+            a = self.drop2d(F.scaled_dot_product_attention(q, q, q, dropout_p=0.2))
+            a = a + 0.01 * torch.randn_like(a)
+            return d, self.lin2(a.reshape(32, 16))
 
     torch.manual_seed(0)
     model = Dropped().train()
@@ -234,7 +266,8 @@ def check_dropout(python, binary, outdir, labels):
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
     source = os.path.join(out, "stage_000.pt2")
-    params = {n: p.detach() for n, p in model.named_parameters()}
+    stage = torch.export.load(source).module()
+    params = {n: p.detach() for n, p in stage.named_parameters()}
     gen = torch.Generator().manual_seed(2)
     tangents = {0: torch.randn(32, 16, generator=gen), 1: torch.randn(32, 8, generator=gen)}
     checks, saved_bytes = 0, {}
@@ -246,9 +279,13 @@ def check_dropout(python, binary, outdir, labels):
         progs = answer["programs"]
         if sorted(progs) != ["B", "F", "I", "W"]:
             fail(f"{tag}: programs {sorted(progs)}, expected F, I, W, B")
+        if answer.get("seeded_random_ops") != 4:
+            fail(f"{tag}: {answer.get('seeded_random_ops')} random ops rewritten as seeded, expected 4 (dropout, "
+                 "SDPA's dropout_p, Dropout2d, randn_like)")
         run = {k: torch._inductor.aoti_load_package(files[k]) for k in progs}
         env = {f"param:{n}": p for n, p in params.items()}
         env.update({"input:0": x, "tangent:0": tangents[0], "tangent:1": tangents[1]})
+        seed = torch.tensor(0x9D2C5680A1, dtype=torch.int64)  # only the low 32 bits count
 
         def call(name):
             with torch.no_grad():
@@ -256,33 +293,46 @@ def check_dropout(python, binary, outdir, labels):
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             return dict(zip(progs[name]["outputs"], outs))
 
-        first = call("F")["output:0"].clone()
-        env.update(call("F"))  # the second draw is the one I and W see
+        if "rng:0" not in progs["F"]["inputs"]:
+            fail(f"{tag}: F does not read the seed (rng:0)")
+        env["rng:0"] = seed + 1
+        other = call("F")
+        env["rng:0"] = seed
+        env.update(call("F"))
+        again = call("F")
         d = env["output:0"]
-        mask = d != 0
-        kept = mask.float().mean().item()
+        kept = (d != 0).float().mean().item()
         if not 0.3 < kept < 0.7:
             fail(f"{tag}: F keeps {kept:.2f} of the values, dropout(0.5) keeps about half")
-        if torch.equal(first != 0, mask):
-            fail(f"{tag}: two calls of F drew the same mask")
-        h = torch.nn.functional.linear(x, params["lin1.weight"], params["lin1.bias"])
-        close(f"{tag} output:0", d, h * mask * 2.0)
-        # Eager with the mask F drew.
+        if torch.equal(other["output:0"] != 0, d != 0):
+            fail(f"{tag}: F drew the same mask for two seeds")
+        if not all(torch.equal(again[r], env[r]) for r in again):
+            fail(f"{tag}: F drew other values for the same seed")
+        if label == "all":
+            if saved_bytes[label] != 0:
+                fail(f"{tag}: F saves {saved_bytes[label]} bytes; recompute all should save nothing")
+            for name in ("I", "B"):
+                if "rng:0" not in progs[name]["inputs"]:
+                    fail(f"{tag}: {name} recomputes the dropout without the seed (rng:0)")
+        elif saved_bytes[label] == 0:
+            fail(f"{tag}: saved_bytes 0: the masks should be saved")
+        # Eager, with the seed F was given.
+        rng = train_compile.SeededRandom(seed)
         xs = x.clone().requires_grad_(True)
         ps = {n: p.clone().requires_grad_(True) for n, p in params.items()}
-        dd = torch.nn.functional.linear(xs, ps["lin1.weight"], ps["lin1.bias"]) * mask * 2.0
-        y = torch.nn.functional.linear(dd, ps["lin2.weight"], ps["lin2.bias"])
-        close(f"{tag} output:1", env["output:1"], y.detach())
-        grads = torch.autograd.grad([dd, y], [xs] + list(ps.values()), [tangents[0], tangents[1]])
+        ys = torch.func.functional_call(_Run(stage, rng), {"m." + n: p for n, p in ps.items()}, (xs,))
+        close(f"{tag} output:0", d, ys[0].detach())
+        close(f"{tag} output:1", env["output:1"], ys[1].detach())
+        grads = torch.autograd.grad(list(ys), [xs] + list(ps.values()), [tangents[0], tangents[1]])
         after_f = dict(env)
         for order in (["I", "W"], ["B"]):
             env = dict(after_f)
             for name in order:
                 env.update(call(name))
             what = f"{tag}.{'+'.join(order)}"
-            close(f"{what} grad_input:0", env["grad_input:0"], grads[0])
+            close(f"{what} grad_input:0", env["grad_input:0"], grads[0], relative_atol=True)
             for n, g in zip(ps, grads[1:]):
-                close(f"{what} grad:{n}", env[f"grad:{n}"], g)
+                close(f"{what} grad:{n}", env[f"grad:{n}"], g, relative_atol=True)
             checks += 1 + len(ps)
         checks += 3
     return checks, saved_bytes

@@ -92,6 +92,9 @@ struct TrainOptions {
   std::string scheduleFile, dumpSchedule;
   OptimizerOptions optimizer;
   std::string saveCheckpoint, loadCheckpoint;
+  // --stage-format aoti: random ops (dropout) draw from (seed, step, stage,
+  // micro-batch) only (runtime/train/microbatch_seed.h).
+  uint64_t seed = 0;
 };
 
 enum class Sampling { Greedy, TopP };

@@ -171,8 +171,10 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       ->check(atLeast(1));
 
 
-  // Shared by inference and generation.
-  auto* seedOpt = app.add_option("--seed", in.seed, "seed for --random-inputs and for --generate's top-p draws")
+  // Shared by inference, generation and compiled training.
+  auto* seedOpt = app.add_option("--seed", in.seed,
+                                 "seed for --random-inputs, --generate's top-p draws and the random ops (dropout) of "
+                                 "--train --stage-format aoti")
                       ->capture_default_str();
   auto* outputOpt = app.add_option("--output", o.outputPath,
                                    "write the merged outputs (.safetensors); --generate: the tokens (JSON lines)");
@@ -207,7 +209,6 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   inputs->excludes(train);
   pipeline->excludes(train);
   train->excludes(cpuMatmulOpt);
-  train->excludes(seedOpt);
   train->excludes(outputOpt);
 
   // Generation (runtime::GenerateOptions).
@@ -312,6 +313,9 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
       }
       if (t.optimizer.name != "sgd" && t.optimizer.name != "adamw")
         throw CLI::ValidationError("--optimizer", "expected sgd or adamw");
+      if (seedOpt->count() && s.stageFormat != runtime::StageFormat::Aoti)
+        throw CLI::ValidationError("--seed", "with --train, seeds the random ops of --stage-format aoti's programs; "
+                                             "TorchScript stages draw from the process's generator");
     } else if (schedule == "gpipe") {
       o.schedule = runtime::Schedule::GPipe;
     } else if (schedule == "1f1b") {
@@ -353,6 +357,7 @@ RunCommand parseRunCommand(int argc, const char* const* argv) {
   t.session = s;
   g.session = s;
   g.seed = in.seed;
+  t.seed = in.seed;
   g.outputPath = o.outputPath;
   return cmd;
 }

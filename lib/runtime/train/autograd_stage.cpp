@@ -20,7 +20,8 @@ class AutogradStage final : public StageCompute {
  public:
   AutogradStage(StageProgram& program, TrainableStage& train) : program_(program), train_(train) {}
 
-  std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>& needsGrad) override {
+  std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>& needsGrad,
+                                  int64_t /*seed*/) override {
     Live live;
     std::vector<c10::IValue> args;
     for (size_t k = 0; k < inputs.size(); ++k) {

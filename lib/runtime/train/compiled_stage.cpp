@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 
 // A value a program reads or writes (compiled_stage.h lists the spellings).
 struct Ref {
-  enum class Kind { Param, Buffer, Input, Tangent, Output, Saved, Live, GradInput, Grad } kind = Kind::Input;
-  uint32_t index = 0;  // Input, Tangent, Output, Saved, Live, GradInput
+  enum class Kind { Param, Buffer, Input, Rng, Tangent, Output, Saved, Live, GradInput, Grad } kind = Kind::Input;
+  uint32_t index = 0;  // Input, Rng (0: the micro-batch's seed), Tangent, Output, Saved, Live, GradInput
   std::string name;    // Param, Buffer, Grad
 };
 
@@ -44,7 +44,7 @@ struct Program {
 
 Ref parseRef(const std::string& text, const std::string& path, const std::string& where) {
   static const std::map<std::string, Ref::Kind> kinds = {
-      {"param", Ref::Kind::Param},   {"buffer", Ref::Kind::Buffer}, {"input", Ref::Kind::Input},
+      {"param", Ref::Kind::Param},   {"buffer", Ref::Kind::Buffer}, {"input", Ref::Kind::Input}, {"rng", Ref::Kind::Rng},
       {"tangent", Ref::Kind::Tangent}, {"output", Ref::Kind::Output}, {"saved", Ref::Kind::Saved},
       {"live", Ref::Kind::Live},     {"grad_input", Ref::Kind::GradInput}, {"grad", Ref::Kind::Grad}};
   const auto colon = text.find(':');
@@ -66,9 +66,9 @@ Ref parseRef(const std::string& text, const std::string& path, const std::string
 
 class CompiledStage final : public StageCompute {
  public:
-  CompiledStage(const Stage& info, std::map<std::string, Program> programs, TrainableStage& train,
+  CompiledStage(const Stage& info, c10::Device device, std::map<std::string, Program> programs, TrainableStage& train,
                 std::map<std::string, at::Tensor> others)
-      : info_(info), train_(train), others_(std::move(others)) {
+      : info_(info), device_(device), train_(train), others_(std::move(others)) {
     f_ = std::move(programs.at("F"));
     if (programs.count("B")) b_ = std::move(programs.at("B"));
     if (programs.count("I") && programs.count("W")) i_ = std::move(programs.at("I")), w_ = std::move(programs.at("W"));
@@ -77,11 +77,15 @@ class CompiledStage final : public StageCompute {
     for (const Program* p : backwardPrograms())
       for (const Ref& r : p->inputs)
         if (r.kind == Ref::Kind::Tangent) tangents_.insert(r.index);
+    for (const Program* p : {&f_, &i_, &w_, &b_}) readsSeed_ = readsSeed_ || p->reads(Ref::Kind::Rng, 0);
   }
 
-  std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>&) override {
+  std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>&, int64_t seed) override {
     Live live;
     live.inputs = std::move(inputs);
+    // The seed is a tensor on the stage's device, as the programs' other
+    // inputs: F and a backward program recomputing a random op read the same.
+    if (readsSeed_) live.rng = {at::scalar_tensor(seed, at::TensorOptions().dtype(at::kLong).device(device_))};
     std::vector<at::Tensor> results = run(f_, live);
     for (size_t o = 0; o < f_.outputs.size(); ++o) {
       const Ref& r = f_.outputs[o];
@@ -147,7 +151,7 @@ class CompiledStage final : public StageCompute {
         if (r.kind == Ref::Kind::Param && !paramIndex_.count(r.name)) bad("reads parameter '" + r.name + "', which the stage does not train");
         if (r.kind == Ref::Kind::Buffer && !others_.count(r.name)) bad("reads '" + r.name + "', which the stage does not hold");
         if ((r.kind == Ref::Kind::Input && r.index >= info_.inputs.size()) ||
-            (r.kind == Ref::Kind::Tangent && r.index >= info_.outputs.size()))
+            (r.kind == Ref::Kind::Tangent && r.index >= info_.outputs.size()) || (r.kind == Ref::Kind::Rng && r.index != 0))
           bad("reads a value the stage does not have");
       }
       for (const Ref& r : p->outputs) {
@@ -161,7 +165,7 @@ class CompiledStage final : public StageCompute {
 
  private:
   struct Live {
-    std::vector<at::Tensor> inputs, outputs, saved, live, tangents;
+    std::vector<at::Tensor> inputs, rng, outputs, saved, live, tangents;
     std::vector<std::pair<std::vector<int64_t>, at::TensorOptions>> outputShapes;
   };
 
@@ -176,6 +180,7 @@ class CompiledStage final : public StageCompute {
       case Ref::Kind::Param: return train_.params[paramIndex_.at(r.name)];
       case Ref::Kind::Buffer: return others_.at(r.name);
       case Ref::Kind::Input: from = &live.inputs; break;
+      case Ref::Kind::Rng: from = &live.rng; break;
       case Ref::Kind::Tangent: from = &live.tangents; break;
       case Ref::Kind::Saved: from = &live.saved; break;
       case Ref::Kind::Live: from = &live.live; break;
@@ -252,6 +257,7 @@ class CompiledStage final : public StageCompute {
         if (std::none_of(later.begin(), later.end(), [&](const Program* p) { return p->reads(kind, i); })) v[i] = at::Tensor();
     };
     prune(live.inputs, Ref::Kind::Input);
+    prune(live.rng, Ref::Kind::Rng);
     prune(live.saved, Ref::Kind::Saved);
     prune(live.live, Ref::Kind::Live);
     prune(live.tangents, Ref::Kind::Tangent);
@@ -259,13 +265,14 @@ class CompiledStage final : public StageCompute {
 
   static uint64_t bytesOf(const Live& live) {
     uint64_t bytes = 0;
-    for (const auto* v : {&live.inputs, &live.saved, &live.live, &live.tangents})
+    for (const auto* v : {&live.inputs, &live.rng, &live.saved, &live.live, &live.tangents})
       for (const at::Tensor& t : *v)
         if (t.defined()) bytes += t.nbytes();
     return bytes;
   }
 
   const Stage& info_;
+  c10::Device device_;
   TrainableStage& train_;
   std::map<std::string, at::Tensor> others_;  // buffers and constants by FQN (persistent ones are train_'s)
   std::map<std::string, size_t> paramIndex_;
@@ -273,6 +280,7 @@ class CompiledStage final : public StageCompute {
   std::set<uint32_t> tangents_;  // outputs whose gradient the backward reads
   std::map<uint32_t, Live> live_;
   uint64_t mostSaved_ = 0, mostForWeights_ = 0;
+  bool readsSeed_ = false;  // the stage has random ops: a program reads rng:0
 };
 
 std::string deviceKind(c10::Device d) { return d.is_cuda() ? "cuda" : d.is_cpu() ? "cpu" : c10::DeviceTypeName(d.type(), true); }
@@ -369,7 +377,7 @@ std::unique_ptr<StageCompute> compiledStage(const std::string& dir, const Stage&
     }
   }
   train = trainableStage(std::move(paramNames), std::move(params), std::move(bufferNames), std::move(buffers), optimizer);
-  auto stage = std::make_unique<CompiledStage>(info, std::move(programs), train, std::move(others));
+  auto stage = std::make_unique<CompiledStage>(info, device, std::move(programs), train, std::move(others));
   stage->check(dir);
   return stage;
 }

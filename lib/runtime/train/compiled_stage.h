@@ -11,8 +11,10 @@
 // Each package says what its flat inputs and outputs are in its metadata
 // ("pipecut.train", scripts/train_compile.py): references into one
 // namespace per micro-batch, "param:<fqn>", "buffer:<fqn>", "input:<k>",
-// "tangent:<k>" (output k's gradient), "output:<k>", "saved:<j>",
-// "live:<j>", "grad_input:<k>", "grad:<fqn>". The stage's tensors come from
+// "rng:0" (the micro-batch's seed, runtime/train/microbatch_seed.h: random
+// ops draw from it alone), "tangent:<k>" (output k's gradient),
+// "output:<k>", "saved:<j>", "live:<j>", "grad_input:<k>", "grad:<fqn>".
+// The stage's tensors come from
 // its .pt2 (or --weights for a weightless split), parameters as copies the
 // optimizer updates. A value is dropped as soon as no later program of its
 // micro-batch lists it, so a micro-batch holds between F and I only what I

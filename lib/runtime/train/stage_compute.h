@@ -33,7 +33,11 @@ class StageCompute {
   virtual ~StageCompute() = default;
   // The stage's outputs for `inputs` (forward() argument order).
   // needsGrad[k]: input k comes from another stage that wants its gradient.
-  virtual std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>& needsGrad) = 0;
+  // seed: the micro-batch's microbatchSeed (runtime/train/microbatch_seed.h),
+  // which compiled programs' random ops draw from; autograd's TorchScript
+  // stages draw from the process's generator instead.
+  virtual std::vector<at::Tensor> forward(uint32_t mb, std::vector<at::Tensor> inputs, const std::vector<bool>& needsGrad,
+                                          int64_t seed) = 0;
   // Whether output o of micro-batch mb takes a gradient (after forward).
   virtual bool takesGradient(uint32_t mb, uint32_t output) const = 0;
   // I, or B when weightsToo: the inputs' gradients (a tensor for every input

@@ -51,6 +51,7 @@
 #include "runtime/train/state.h"
 #include "runtime/train/transport.h"
 #include "runtime/train/compiled_stage.h"
+#include "runtime/train/microbatch_seed.h"
 #include "runtime/train/stage_compute.h"
 #include "support/digest.h"
 #include "support/error.h"
@@ -275,7 +276,8 @@ class Trainer {
 
   void step(int k) {
     std::vector<at::Tensor> inputs;
-    int64_t row = (static_cast<int64_t>(firstStep_) + k) * batch_;
+    globalStep_ = firstStep_ + static_cast<uint64_t>(k);
+    int64_t row = static_cast<int64_t>(globalStep_) * batch_;
     for (const auto& t : data_) inputs.push_back(t.narrow(0, row, batch_));
     chunks_ = splitMicrobatches(inputs, m_, static_cast<int>(M_));
     lossMb_.assign(M_, 0.0);
@@ -489,7 +491,8 @@ class Trainer {
       needsGrad.push_back(grad);
     }
     span.begin = Clock::now();
-    std::vector<at::Tensor> results = st.compute->forward(mb, std::move(inputs), needsGrad);
+    std::vector<at::Tensor> results =
+        st.compute->forward(mb, std::move(inputs), needsGrad, microbatchSeed(o_.seed, globalStep_, info.index, mb));
     span.end = Clock::now();
     if (results.size() != info.outputs.size())
       internalError("stage " + std::to_string(info.index), "returned " + std::to_string(results.size()) +
@@ -690,6 +693,7 @@ class Trainer {
   int64_t batch_ = 0;
   int steps_ = 0;
   uint64_t firstStep_ = 0;
+  uint64_t globalStep_ = 0;  // the step running, counted from the first run's first
   std::vector<std::vector<at::Tensor>> chunks_;
   std::vector<double> lossMb_, losses_;
   std::vector<double> stepMs_;  // wall time of each step on this rank
