@@ -20,6 +20,7 @@
 set -uo pipefail
 pipecut=$1 run=$2 python=$3 src=$4 out=$5 port=${6:-29850}
 cache=${7:-$out/cache}  # the compile cache: the quick and the full entries share theirs
+sync=${8:-}  # pipecut_manifest_sync: manifest.json's edits into manifest.pb
 train=$src/testdata/train
 source "$src/test/expect.sh"
 source "$src/test/test_part.sh"
@@ -182,10 +183,29 @@ for how in garbled missing program param kind outputs; do
              contains "says what the signature lists" " values, its signature lists " ;;
   esac
 done
+# Training packages for another device than the run's: the manifest says
+# CUDA (its records rewritten), the run is on the CPU.
+if [[ -n $sync ]]; then
+  rm -rf "$out/cuda_only" && cp -r "$g2" "$out/cuda_only"
+  "$python" - "$out/cuda_only/manifest.json" <<'EOF' && "$sync" "$out/cuda_only" || bad "rewrite the manifest's device"
+import json, sys
+m = json.load(open(sys.argv[1]))
+for st in m["stages"]:
+    for f in st["files"]:
+        if f["format"] == "aoti-train":
+            f["compiled"]["device"] = "cuda"
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+  expect 2 "training packages for another device" -- "$run" "$out/cuda_only" "${base[@]}" --steps 1
+  contains "names the stage and the device" "stage 0: has no training programs for cpu"
+  contains "says how to make them" "pipecut compile $out/cuda_only --train --device cpu"
+fi
 expect 1 "--train --stage-format pt2" -- "$run" "$g2" --train --stage-format pt2 --data "$train/gpt2_loss.data.safetensors"
 contains "names the formats" "--train runs torchscript (autograd) or aoti"
 # Usage errors exit 1, as every flag error does.
 expect 1 "compile --train --cpu-matmul" -- "$pipecut" compile "$out/plain" --train --cpu-matmul blas
+expect 1 "--seed with TorchScript training" -- "$run" "$g2" --train --data "$train/gpt2_loss.data.safetensors" --seed 3
+contains "says what --seed seeds" "--seed: with --train, seeds the random ops of --stage-format aoti's programs"
 expect 1 "--recompute without --train" -- "$pipecut" compile "$out/plain" --recompute all
 expect 1 "--recompute that is not a regular expression" -- "$pipecut" compile "$out/plain" --train --recompute '(('
 contains "names the flag" "--recompute"
