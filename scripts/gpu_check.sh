@@ -322,9 +322,10 @@ if want train-aoti; then
 # its F/I/W (and B) programs compiled for the device kind, SGD under 1f1b and
 # zb1p and AdamW under zb1p on the device in one process, then 1f1b on 2
 # processes (the setup above: NCCL with two GPUs, else Gloo on cuda:0);
-# against the eager CPU references within 1e-3 (1e-5 / 1e-4 on the CPU). Then
-# the CPU's bench/train_vs_torch_pipelining.py is not run here: it measures
-# the 2-core CPU case the issue names.
+# against the eager CPU references within 1e-3 (1e-5 / 1e-4 on the CPU); and
+# the seeded dropout programs against eager on the device. The CPU's
+# bench/train_vs_torch_pipelining.py is not run here: it measures the 2-core
+# CPU case the issue names.
 train=$root/testdata/train kind=${device%%:*}
 ctol=(--rtol 1e-3 --atol 1e-3)
 [[ $device == cpu ]] && ctol=(--atol 1e-4)
@@ -368,6 +369,13 @@ print(json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']['optimi
      "$py" "$root/scripts/check_train.py" "$tag.rank0.json" "$ref" --state "$tag.state.safetensors" "${ctol[@]}" >>"$tag.check" 2>&1; then
     pass=$((pass+1)); log "train-aoti gpt2_loss sgd 1f1b, 2 processes (${two[*]}): ok"
   else fail=$((fail+1)); log "train-aoti, 2 processes: FAILED (exit $rc)"; tail -3 "$tag".rank*.err "$tag.check" 2>/dev/null; fi
+  # Seeded dropout on the device: a stage with Dropout, Dropout2d, SDPA's
+  # dropout_p and randn_like, its F/I/W/B under --recompute all against
+  # eager autograd with the same draws (the int64 hash on the device).
+  if "$py" "$root/test/train_programs.py" "$pipecut" "$work/train-aoti/programs" --models=dropout --policies=all \
+       --device="$kind" >"$out/train_aoti_dropout.log" 2>&1; then
+    pass=$((pass+1)); log "train-aoti dropout programs on $kind: $(tail -1 "$out/train_aoti_dropout.log")"
+  else fail=$((fail+1)); log "train-aoti dropout programs on $kind: FAILED"; tail -4 "$out/train_aoti_dropout.log"; fi
 else
   fail=$((fail+1)); log "train-aoti: split / compile --train --device $kind: FAILED"; tail -5 "$out/train_aoti_compile.err"
 fi

@@ -481,7 +481,7 @@ TEST_CASE("schedules as action CSVs: torch's spelling, and refusals naming the a
   CHECK(looksLikePlanCsv("0F0,,1B2\r\n"));
 }
 
-TEST_CASE("microbatchSeed: a pure function of (seed, step, stage, micro-batch), 32 bits", "[train][schedule]") {
+TEST_CASE("microbatchSeed: a pure function of (seed, step, stage, micro-batch), 32 bits", "[train_schedule]") {
   // Pinned: these values decide every dropout mask of compiled training, so
   // a change here changes what a resumed run of an older checkpoint draws.
   CHECK(microbatchSeed(0, 0, 0, 0) == 1245563851);
