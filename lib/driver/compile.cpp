@@ -290,30 +290,21 @@ CompileResult compileDirectory(const CompileRequest& r) {
                   {"symbols", symbolRanges(m, *p.stage)},
                   {"state", stateOf(*p.stage)},
                   {"external", externalOf(*p.stage)}};
-      support::ProcessResult res = runScript(py, kAotiCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
+      const ScriptRun run = runScript(py, kAotiCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
       {
         std::lock_guard<std::mutex> lock(runningMutex);
         running.erase(std::find(running.begin(), running.end(), s));
       }
       if (r.verbose) {
         std::lock_guard<std::mutex> lock(logMutex);
-        std::cerr << "pipecut: stage " << s << " compiler output:\n" << res.output << std::flush;
-      }
-      const std::string last = lastLine(res.output);
-      Json answer;
-      try {
-        answer = Json::parse(last);
-      } catch (const Json::exception&) {
+        std::cerr << "pipecut: stage " << s << " compiler output:\n" << run.process.output << std::flush;
       }
       std::error_code ec;
-      if (res.exitCode != 0 || !answer.is_object() || !fs::is_regular_file(tmp / p.name, ec)) {
-        std::string why = last.rfind("error: ", 0) == 0 ? last.substr(7)
-                          : res.signal           ? "the compiler was killed by signal " + std::to_string(res.signal)
-                                                 : "the compiler exited " + std::to_string(res.exitCode) + " without a package";
+      if (run.process.exitCode != 0 || !run.answer.is_object() || !fs::is_regular_file(tmp / p.name, ec))
         throw Error(ErrorKind::InvalidInput, (fs::path(r.dir) / p.source->path).string(), "stage " + std::to_string(s),
-                    "AOTInductor cannot compile it for " + r.device + ": " + why + (r.verbose ? "" : " (--verbose shows the compiler's output)"));
-      }
-      seconds[s] = answer.value("seconds", 0.0);
+                    "AOTInductor cannot compile it for " + r.device + ": " + run.failure("without a package") +
+                        (r.verbose ? "" : " (--verbose shows the compiler's output)"));
+      seconds[s] = run.answer.value("seconds", 0.0);
       ++done;
     });
 

@@ -62,7 +62,8 @@ Python findPython(const CompileRequest& r) {
                   " (bash scripts/setup.sh makes one)");
 }
 
-// The script's last line: its answer (JSON), or "error: ...".
+namespace {
+
 std::string lastLine(const std::string& out) {
   size_t end = out.find_last_not_of("\r\n");
   if (end == std::string::npos) return "";
@@ -70,31 +71,43 @@ std::string lastLine(const std::string& out) {
   return out.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
-support::ProcessResult runScript(const Python& py, const char* script, const Json& request,
-                                 const std::vector<std::pair<std::string, std::string>>& environment) {
+bool isError(const std::string& line) { return line.rfind("error: ", 0) == 0; }
+
+}  // namespace
+
+std::string ScriptRun::failure(const std::string& missing) const {
+  if (isError(last)) return last.substr(7);
+  if (process.signal) return "the compiler was killed by signal " + std::to_string(process.signal);
+  return "the compiler exited " + std::to_string(process.exitCode) + " " + missing;
+}
+
+ScriptRun runScript(const Python& py, const char* script, const Json& request,
+                    const std::vector<std::pair<std::string, std::string>>& environment) {
   support::ProcessRequest p;
   p.argv = {py.path, "-", request.dump()};
   p.input = script;
   p.environment = environment;
   p.environment.emplace_back("PYTHONUNBUFFERED", "1");
+  ScriptRun run;
   try {
-    return support::runProcess(p);
+    run.process = support::runProcess(p);
   } catch (const Error& e) {
     throw Error(ErrorKind::InvalidInput, py.path, py.from, e.message());
   }
+  run.last = lastLine(run.process.output);
+  try {
+    run.answer = Json::parse(run.last);
+  } catch (const Json::exception&) {
+  }
+  return run;
 }
 
 void probe(Python& py, const std::string& device) {
-  support::ProcessResult res = runScript(py, kAotiCompileScript, {{"mode", "probe"}});
-  const std::string last = lastLine(res.output);
-  Json answer;
-  try {
-    answer = Json::parse(last);
-  } catch (const Json::exception&) {
-  }
-  if (res.exitCode != 0 || !answer.is_object() || !answer.contains("torch") || !answer["torch"].is_string())
+  const ScriptRun run = runScript(py, kAotiCompileScript, {{"mode", "probe"}});
+  const Json& answer = run.answer;
+  if (run.process.exitCode != 0 || !answer.is_object() || !answer.contains("torch") || !answer["torch"].is_string())
     throw Error(ErrorKind::InvalidInput, py.path, py.from,
-                "is not a Python with torch (" + (last.rfind("error: ", 0) == 0 ? last.substr(7) : "exit " + std::to_string(res.exitCode)) +
+                "is not a Python with torch (" + (isError(run.last) ? run.last.substr(7) : "exit " + std::to_string(run.process.exitCode)) +
                     "); pipecut compile needs torch " + emit::libtorchVersion());
   py.torchVersion = answer["torch"].get<std::string>();
   py.cuda = answer.value("cuda", false);

@@ -35,11 +35,19 @@ Python findPython(const CompileRequest& r);
 // Asks `py` for its torch (the compile script's probe) and refuses one that
 // is not LibTorch's version, or sees no GPU for a cuda compile.
 void probe(Python& py, const std::string& device);
+// A compile script's run: its process, and its answer, the last line of its
+// output (JSON; "error: ..." when it failed), parsed: null when not JSON.
+struct ScriptRun {
+  support::ProcessResult process;
+  std::string last;
+  Json answer;
+  // Why it gave no answer: its "error: " line, else the signal that killed
+  // it, else "the compiler exited N " followed by `missing`.
+  std::string failure(const std::string& missing) const;
+};
 // Runs `script` (a Python file's text, on stdin) with the request as argv[1].
-support::ProcessResult runScript(const Python& py, const char* script, const Json& request,
-                                 const std::vector<std::pair<std::string, std::string>>& environment = {});
-// The script's last line: its answer (JSON), or "error: ...".
-std::string lastLine(const std::string& out);
+ScriptRun runScript(const Python& py, const char* script, const Json& request,
+                    const std::vector<std::pair<std::string, std::string>>& environment = {});
 
 // An example input of the stage's per input: {dtype, shape, dims}, each
 // symbolic size at one value inside its exported range.

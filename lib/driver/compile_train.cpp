@@ -231,29 +231,19 @@ CompileResult compileTraining(const CompileRequest& r) {
                   {"grad_inputs", u.gradInputs},
                   {"recompute", r.recompute},
                   {"outputs", outputs}};
-      support::ProcessResult res = runScript(py, kTrainCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
+      const ScriptRun run = runScript(py, kTrainCompileScript, req, {{"TORCHINDUCTOR_CACHE_DIR", inductorCache}});
       if (r.verbose) {
         std::lock_guard<std::mutex> lock(logMutex);
-        std::cerr << "pipecut: stage " << s << " compiler output:\n" << res.output << std::flush;
+        std::cerr << "pipecut: stage " << s << " compiler output:\n" << run.process.output << std::flush;
       }
-      const std::string last = lastLine(res.output);
-      Json answer;
-      try {
-        answer = Json::parse(last);
-      } catch (const Json::exception&) {
-      }
-      bool complete = res.exitCode == 0 && answer.is_object();
+      bool complete = run.process.exitCode == 0 && run.answer.is_object();
       std::error_code ec;
       for (const std::string& p : u.programs) complete = complete && fs::is_regular_file(tmp / u.names.at(p), ec);
-      if (!complete) {
-        std::string why = last.rfind("error: ", 0) == 0 ? last.substr(7)
-                          : res.signal           ? "the compiler was killed by signal " + std::to_string(res.signal)
-                                                 : "the compiler exited " + std::to_string(res.exitCode) + " without every program";
+      if (!complete)
         throw Error(ErrorKind::InvalidInput, (fs::path(r.dir) / u.source->path).string(), "stage " + std::to_string(s),
-                    "cannot compile its training programs for " + r.device + ": " + why +
+                    "cannot compile its training programs for " + r.device + ": " + run.failure("without every program") +
                         (r.verbose ? "" : " (--verbose shows the compiler's output)"));
-      }
-      u.seconds = answer.value("seconds", 0.0);
+      u.seconds = run.answer.value("seconds", 0.0);
       ++done;
     });
 
