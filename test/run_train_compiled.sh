@@ -183,6 +183,48 @@ for how in garbled missing program param kind outputs; do
              contains "says what the signature lists" " values, its signature lists " ;;
   esac
 done
+# A compile script that fails (a Python that answers the probe, then refuses
+# each compile, exits 0 saying nothing, or is killed): exit 2 naming the
+# stage and why, and nothing written.
+"$pipecut" split "$train/gpt2_loss.pt2" --spec "$train/gpt2_loss.2.json" --format pt2 -o "$out/refused" -q >/dev/null
+torch_version=$("$python" -c 'import torch; print(torch.__version__)')
+for how in error silent killed; do
+  case $how in
+    error) action='echo "error: RuntimeError: refused"; exit 1' ;;
+    silent) action='exit 0' ;;
+    killed) action='kill -9 $$' ;;
+  esac
+  cat >"$out/$how-python" <<EOF
+#!/bin/sh
+case "\$2" in
+  *'"probe"'*) echo '{"torch": "$torch_version", "cuda": false}' ;;
+  *) $action ;;
+esac
+EOF
+  chmod +x "$out/$how-python"
+  expect 2 "compile --train, the script $how" -- "$pipecut" compile "$out/refused" --train --python "$out/$how-python" \
+    --no-cache -j 1 -q
+  case $how in
+    error) contains "names the stage and the error" "stage 0: cannot compile its training programs for cpu: RuntimeError: refused" ;;
+    silent) contains "says no program came" "cannot compile its training programs for cpu: the compiler exited 0 without every program" ;;
+    killed) contains "names the signal" "cannot compile its training programs for cpu: the compiler was killed by signal 9" ;;
+  esac
+  [[ -z $(compgen -G "$out/refused/*.train-cpu.*") && -z $(compgen -G "$out/refused.tmp.*") ]] && ok ||
+    bad "compile --train, the script $how: nothing written"
+done
+# Ranks given other seeds would draw their stages' dropout apart: refused.
+port=$((port + 1)) pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$run" "$g2" "${base[@]}" \
+    --steps 1 --schedule 1f1b --timeout 60 --backend gloo --seed $((r + 1)) >"$out/seeds.$r.log" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do
+  wait "${pids[$r]}"; rc=$?
+  [[ $rc -eq 2 ]] && ok || bad "ranks with other --seed: rank $r exited $rc"
+  LAST_LOG=$(cat "$out/seeds.$r.log")
+  contains "names --seed" "was started with another --seed than rank $r (here: $((r + 1)))"
+done
 # Training packages for another device than the run's: the manifest says
 # CUDA (its records rewritten), the run is on the CPU.
 if [[ -n $sync ]]; then

@@ -83,6 +83,7 @@ RunIdentity trainingIdentity(const TrainOptions& o, const std::string& manifestS
   id.push_back({"--weight-decay", number(opt.weightDecay)});
   id.push_back({"--betas", number(opt.beta1) + "," + number(opt.beta2)});
   id.push_back({"--eps", number(opt.eps)});
+  id.push_back({"--seed", std::to_string(o.seed)});  // the compiled stages' dropout: every rank must draw alike
   id.push_back({"--data (XXH3-128)", fileDigest(o.dataPath)});
   id.push_back({"--load-checkpoint (checkpoint.json XXH3-128)",
                 o.loadCheckpoint.empty() ? "none" : fileDigest((std::filesystem::path(o.loadCheckpoint) / "checkpoint.json").string())});
